@@ -1,0 +1,31 @@
+# Every target creates (once) and reuses a local .venv, and reinstalls the project
+# only when pyproject.toml changed, so `make test` alone works on a fresh clone.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+
+.PHONY: demo test bench lint clean
+
+$(PY):
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+
+$(STAMP): pyproject.toml | $(PY)
+	$(PY) -m pip install -q -e ".[dev]"
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(PY) examples/tutorial.py
+
+test: $(STAMP)
+	$(PY) -m pytest -n 2 -q tests
+
+bench: $(STAMP)
+	$(PY) benchmarks/run.py
+
+lint: $(STAMP)
+	$(PY) -m ruff check namedarray tests benchmarks examples
+
+clean:
+	rm -rf $(VENV) .pytest_cache .hypothesis

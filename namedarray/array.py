@@ -1,0 +1,271 @@
+"""The NamedArray type: a jax array whose trailing axes have names.
+
+Storage layout (the one invariant everything else relies on): ``data`` holds the positional axes first and
+the named axes last, the named axes sorted by name (``names``). The positional shape is derived from
+``data``, so transforms that slice a leading positional axis (``vmap``, ``scan``, ``lax.map``) keep a
+NamedArray valid; and two NamedArrays with the same positional shape, named shape and dtype have the same
+pytree structure whatever order their axes were given in, so ``lax.cond`` branches, ``scan`` carries and
+``tree_map`` over differently built arrays just work.
+
+A NamedArray flattens to exactly one leaf (``data``); its names are the pytree's static aux data.
+
+>>> import namedarray as nx, jax.numpy as jnp
+>>> x = nx.wrap(jnp.zeros((4, 3, 5)), {0: "batch", 2: "k"})
+>>> x.shape, x.named_shape
+((3,), {'batch': 4, 'k': 5})
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optree
+
+from .errors import AxisSpecError, DuplicateAxisError, PositionalMisuseError, fmt_names
+from .shape import NamedShape, canonical, check_name
+
+__all__ = ["NamedArray", "is_named", "from_storage"]
+
+
+class NamedArray:
+    """An array with positional axes (``shape``) and unordered named axes (``named_shape``).
+
+    Build one with :func:`namedarray.wrap`; get a positional array back with :func:`namedarray.unwrap`.
+    Operations broadcast by name (the result's named shape is the union of the operands'), reduce by name
+    (``x.sum("batch")``) and never let positional and named axes interact implicitly.
+
+    >>> import namedarray as nx, jax.numpy as jnp
+    >>> x = nx.wrap(jnp.arange(6.0).reshape(2, 3), ["a", "b"])
+    >>> y = nx.wrap(jnp.arange(3.0), ["b"])
+    >>> (x * y).sum("b").unwrap(["a"]).tolist()
+    [5.0, 14.0]
+    """
+
+    __slots__ = ("data", "names")
+    # Python operators and NumPy's protocols reach the methods below; JAX's do not (no __jax_array__, on
+    # purpose: it would make `jnp_array + x` silently drop the names).
+    __array_priority__ = 1000
+
+    def __init__(self, data: Any, names: tuple[str, ...] = ()):
+        """Low-level constructor: ``data``'s last ``len(names)`` axes are named ``names``, in that order.
+
+        Prefer :func:`namedarray.wrap`. Names in any order are accepted and stored sorted.
+        """
+        if isinstance(data, NamedArray):
+            raise PositionalMisuseError("NamedArray(data, names): data is already a NamedArray; use "
+                                        "nx.wrap(x, ...) to name more of its positional axes")
+        if not hasattr(data, "ndim") or isinstance(data, np.ndarray):
+            data = jnp.asarray(data)
+        names = tuple(names)
+        out = from_storage(data, names, "NamedArray")
+        self.data = out.data
+        self.names = out.names
+
+    # ---- type ------------------------------------------------------------------------------------------
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        """The positional shape (named axes excluded, as in xmap)."""
+        d = self.data
+        return d.shape[: d.ndim - len(self.names)]
+
+    @property
+    def named_shape(self) -> NamedShape:
+        """The named axes: an unordered mapping name -> size."""
+        d = self.data
+        k = len(self.names)
+        return NamedShape(zip(self.names, d.shape[d.ndim - k:] if k else ()))
+
+    @property
+    def ndim(self) -> int:
+        """Number of positional axes."""
+        return self.data.ndim - len(self.names)
+
+    @property
+    def size(self) -> int:
+        """Number of elements of the positional part (``prod(shape)``), as in xmap."""
+        return math.prod(self.shape)
+
+    @property
+    def dtype(self):
+        return self.data.dtype
+
+    @property
+    def weak_type(self) -> bool:
+        return bool(getattr(self.data, "weak_type", False))
+
+    @property
+    def sharding(self):
+        """The sharding of the storage array (positional axes first, then named axes sorted by name)."""
+        return self.data.sharding
+
+    def __len__(self) -> int:
+        shape = self.shape
+        if not shape:
+            raise TypeError("len() of a NamedArray with no positional axes")
+        return shape[0]
+
+    def __iter__(self):
+        for i in range(len(self)):
+            yield self[i]
+
+    def __hash__(self):
+        raise TypeError("NamedArray is unhashable (like jax and NumPy arrays)")
+
+    # ---- conversion ------------------------------------------------------------------------------------
+
+    def _scalar(self, kind):
+        if self.names:
+            raise PositionalMisuseError(
+                f"cannot convert a NamedArray with named axes {fmt_names(self.names)} to a Python "
+                f"{kind.__name__}; reduce them first (e.g. x.sum({self.names[0]!r}))")
+        return kind(self.data)
+
+    def __bool__(self) -> bool:
+        return self._scalar(bool)
+
+    def __int__(self) -> int:
+        return self._scalar(int)
+
+    def __float__(self) -> float:
+        return self._scalar(float)
+
+    def __complex__(self) -> complex:
+        return self._scalar(complex)
+
+    def __index__(self) -> int:
+        if self.names:
+            return self._scalar(int)
+        return self.data.__index__()
+
+    def __array__(self, dtype=None, copy=None):
+        if self.names:
+            raise PositionalMisuseError(
+                f"np.asarray() of a NamedArray with named axes {fmt_names(self.names)} would have to "
+                "guess where to put them; use x.unwrap([...]) or nx.unwrap(x, {position: name})")
+        out = np.asarray(self.data, dtype=dtype)
+        return out.copy() if copy else out
+
+    def item(self):
+        return self._scalar(lambda d: d.item())
+
+    def tolist(self):
+        if self.names:
+            raise PositionalMisuseError(
+                f"tolist() of a NamedArray with named axes {fmt_names(self.names)}: unwrap it first")
+        return np.asarray(self.data).tolist()
+
+    def block_until_ready(self) -> NamedArray:
+        self.data.block_until_ready()
+        return self
+
+    def unwrap(self, axes=None):
+        """The positional array with named axes placed by ``axes`` (see :func:`namedarray.unwrap`)."""
+        from .wrapping import unwrap
+
+        return unwrap(self, axes)
+
+    def astype(self, dtype) -> NamedArray:
+        from .mirror import FUNCTIONS
+
+        return FUNCTIONS["astype"](self, dtype)
+
+    def rename(self, mapping: Mapping[str, str] | None = None, /, **names: str) -> NamedArray:
+        """Rename named axes: ``x.rename({"old": "new"})`` or ``x.rename(old="new")``."""
+        from .wrapping import rename
+
+        return rename(self, {**(mapping or {}), **names})
+
+    # ---- pytree ----------------------------------------------------------------------------------------
+
+    def tree_flatten(self):
+        return (self.data,), self.names
+
+    @classmethod
+    def tree_unflatten(cls, names, children):
+        # No validation: JAX passes object(), None and tracers here.
+        obj = object.__new__(cls)
+        obj.data = children[0]
+        obj.names = names
+        return obj
+
+    # ---- display ---------------------------------------------------------------------------------------
+
+    def __repr__(self) -> str:
+        from .render import text_repr
+
+        return text_repr(self)
+
+    def _repr_html_(self) -> str:
+        from .render import html_repr
+
+        return html_repr(self)
+
+
+def _make(data, names: tuple[str, ...]) -> NamedArray:
+    """Internal constructor: ``names`` already canonical and matching ``data``'s trailing axes."""
+    obj = object.__new__(NamedArray)
+    obj.data = data
+    obj.names = names
+    return obj
+
+
+def is_named(v: Any) -> bool:
+    return type(v) is NamedArray
+
+
+def from_storage(data, axis_names: tuple[str, ...], where: str) -> NamedArray:
+    """A NamedArray from ``data`` whose last axes are named ``axis_names`` in any order (sorted here)."""
+    for n in axis_names:
+        check_name(n, where)
+    if len(set(axis_names)) != len(axis_names):
+        dup = sorted({n for n in axis_names if axis_names.count(n) > 1})
+        raise DuplicateAxisError(f"{where}: axis names must be unique, but {fmt_names(dup)} appears twice "
+                                 f"in {list(axis_names)!r}")
+    k = len(axis_names)
+    if data.ndim < k:
+        raise AxisSpecError(f"{where}: {k} axis names {fmt_names(axis_names)} for data of rank {data.ndim}")
+    names = canonical(axis_names)
+    if names != axis_names:
+        p = data.ndim - k
+        perm = tuple(range(p)) + tuple(p + axis_names.index(n) for n in names)
+        data = transpose(data, perm)
+    return _make(data, names)
+
+
+def transpose(data, perm: tuple[int, ...]):
+    """``data.transpose(perm)``, eagerly as one cached kernel (``jnp.transpose`` is a slow eager path)."""
+    if perm == tuple(range(len(perm))):
+        return data
+    if isinstance(data, jax.core.Tracer):
+        return jnp.transpose(data, perm)
+    kernel = _TRANSPOSES.get(perm)
+    if kernel is None:
+        kernel = _TRANSPOSES[perm] = jax.jit(lambda d: jnp.transpose(d, perm))
+    return kernel(data)
+
+
+_TRANSPOSES: dict = {}
+
+
+def _flatten_with_keys(x: NamedArray):
+    return ((jax.tree_util.GetAttrKey("data"), x.data),), x.names
+
+
+def _flatten(x: NamedArray):
+    return (x.data,), x.names
+
+
+jax.tree_util.register_pytree_with_keys(
+    NamedArray, _flatten_with_keys, NamedArray.tree_unflatten, flatten_func=_flatten)
+optree.register_pytree_node(
+    NamedArray,
+    lambda x: ((x.data,), x.names, ("data",)),
+    NamedArray.tree_unflatten,
+    namespace="namedarray",
+)

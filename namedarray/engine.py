@@ -1,0 +1,406 @@
+"""The dispatch engine: how every named operation runs.
+
+An operation is a pure *implementation* written on NamedArrays, ``impl(static, *operands)``, where ``static``
+holds its hashable configuration (the jax function, axis arguments, keyword options) and ``operands`` its
+arrays (NamedArrays, jax/NumPy arrays, Python scalars). :func:`run` executes it:
+
+* under tracing (inside ``jit``/``grad``/``scan``/``xmap``) the implementation runs inline and emits the lax
+  operations a positional programmer would write;
+* eagerly it runs as ONE cached ``jax.jit`` of the implementation per ``static``. The jit cache is keyed by the
+  operands' pytree structure (their axis names, in storage order), shapes, dtypes and weak types, so alignment
+  (reshapes, transposes, broadcasts) is fused with the operation into a single dispatch.
+
+The implementations share three building blocks defined here: :func:`elementwise` (broadcast by name),
+:func:`reduce` (reduce over positions and names) and :func:`along` (an operation along one axis that keeps it),
+plus :func:`lift`, which vectorises any positional function over named axes (``nx.nmap``).
+
+>>> import namedarray as nx, jax.numpy as jnp
+>>> x = nx.wrap(jnp.ones((2, 3)), ["a", "b"])
+>>> y = nx.wrap(jnp.ones(3), ["b"])
+>>> (x + y).named_shape
+{'a': 2, 'b': 3}
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from . import env as _env
+from .array import NamedArray, _make, from_storage, is_named
+from .errors import AxisSpecError, DuplicateAxisError, PositionalMisuseError, fmt_names
+from .shape import canonical, join_sizes
+
+__all__ = ["run", "elementwise", "reduce", "along", "lift", "normalize_axis", "stats"]
+
+_Tracer = jax.core.Tracer
+
+# Eager kernels: static configuration -> jitted implementation. Bounded by the number of distinct
+# (operation, static arguments) pairs a program uses; jax.jit keeps its own per-layout cache inside.
+_kernels: dict = {}
+
+
+class _Stats:
+    """Counters the tests read to check the mechanism (one dispatch per eager op), not timings."""
+
+    def __init__(self):
+        self.kernels_built = 0
+        self.eager_calls = 0
+        self.traced_calls = 0
+
+    def reset(self):
+        self.__init__()
+
+
+stats = _Stats()
+
+
+def _is_traced(operands: Sequence[Any]) -> bool:
+    for v in operands:
+        if type(v) is NamedArray:
+            v = v.data
+        if isinstance(v, _Tracer):
+            return True
+    return False
+
+
+def run(impl: Callable, static: Any, operands: tuple):
+    """Run ``impl(static, *operands)``: inline when tracing, else as one cached jitted kernel."""
+    if _is_traced(operands):
+        stats.traced_calls += 1
+        return impl(static, *operands)
+    env = _env.current()
+    key = (impl, static, None if env is _env.EMPTY else env)
+    try:
+        kernel = _kernels.get(key)
+    except TypeError:  # unhashable static configuration: run op by op rather than fail
+        return impl(static, *operands)
+    if kernel is None:
+        kernel = _kernels[key] = jax.jit(functools.partial(impl, static))
+        stats.kernels_built += 1
+    stats.eager_calls += 1
+    return kernel(*operands)
+
+
+def clear_cache() -> None:
+    _kernels.clear()
+
+
+# --------------------------------------------------------------------------------------------------------
+# Alignment
+
+
+def named_sizes(x: NamedArray) -> dict[str, int]:
+    d = x.data
+    k = len(x.names)
+    if d.ndim < k:
+        raise AxisSpecError(
+            f"a NamedArray with names {fmt_names(x.names)} holds data of rank {d.ndim}: a transform "
+            "(vmap/scan/map) mapped one of its named axes; map a positional axis instead")
+    return dict(zip(x.names, d.shape[d.ndim - k:]))
+
+
+def pos_ndim(x: NamedArray) -> int:
+    return x.data.ndim - len(x.names)
+
+
+def align(v: Any, names: tuple[str, ...], sizes: dict[str, int] | None = None):
+    """Storage of ``v`` laid out as (its positional axes, ``names``), size 1 where ``v`` lacks a name.
+
+    Right-aligned broadcasting of such storages is then exactly broadcasting by name plus NumPy's
+    positional rules. Missing names are broadcast to ``sizes`` when given.
+    """
+    if type(v) is NamedArray:
+        if v.names == names:
+            return v.data
+        d = v.data
+        p = d.ndim - len(v.names)
+        own = dict(zip(v.names, d.shape[p:]))
+        extra = set(v.names) - set(names)
+        if extra:
+            raise AxisSpecError(f"cannot align names {fmt_names(v.names)} to {fmt_names(names)}")
+        # v.names is a sorted subset of the sorted `names`: a reshape inserts the missing axes.
+        shape = d.shape[:p] + tuple(own.get(n, 1) for n in names)
+        d = d.reshape(shape)
+        if sizes is not None:
+            d = jnp.broadcast_to(d, d.shape[:p] + tuple(sizes[n] for n in names))
+        return d
+    if not names or v is None or isinstance(v, (int, float, complex, bool)):
+        return v
+    v = jnp.asarray(v)
+    if v.ndim == 0:
+        return v
+    d = v.reshape(v.shape + (1,) * len(names))
+    if sizes is not None:
+        d = jnp.broadcast_to(d, v.shape + tuple(sizes[n] for n in names))
+    return d
+
+
+def join(operands: Sequence[Any], where: str) -> dict[str, int]:
+    """The named shape of the broadcast of ``operands``."""
+    return join_sizes([named_sizes(v) if type(v) is NamedArray else None for v in operands], where)
+
+
+# --------------------------------------------------------------------------------------------------------
+# Elementwise
+
+
+def _elementwise_impl(static, *operands):
+    fn, where, kwargs = static
+    named = [v for v in operands if type(v) is NamedArray]
+    first = named[0]
+    names = first.names
+    same = True
+    for v in named[1:]:
+        if v.names != names:
+            same = False
+            break
+    if same:
+        k = len(names)
+        tail = first.data.shape[first.data.ndim - k:] if k else ()
+        for v in named[1:]:
+            if (v.data.shape[v.data.ndim - k:] if k else ()) != tail:
+                join(operands, where)  # raises the size error with the user's names
+        datas = [align(v, names) for v in operands]
+    else:
+        names = canonical(join(operands, where))
+        datas = [align(v, names) for v in operands]
+    out = fn(*datas, **dict(kwargs))
+    if isinstance(out, tuple):
+        return tuple(_make(o, names) for o in out)
+    return _make(out, names)
+
+
+def elementwise(fn: Callable, operands: tuple, where: str, kwargs: tuple = ()):
+    """``fn(*operands)`` broadcast by name: the result's named shape is the union of the operands'."""
+    for v in operands:
+        if type(v) is NamedArray:
+            return run(_elementwise_impl, (fn, where, kwargs), operands)
+    return fn(*operands, **dict(kwargs))
+
+
+# --------------------------------------------------------------------------------------------------------
+# Axis arguments
+
+
+def normalize_axis(axis, x: NamedArray, where: str, *, allow_unbound: bool = False):
+    """Split an ``axis=`` argument into (positional ints, names), validating both.
+
+    ``axis`` is None (every positional axis), an int, a name, or a tuple mixing both. Names the value does
+    not carry must be bound by an enclosing ``nx.xmap`` when ``allow_unbound``; else they are an error.
+    """
+    p = pos_ndim(x)
+    if axis is None:
+        return tuple(range(p)), ()
+    items = axis if isinstance(axis, (tuple, list)) else (axis,)
+    ints: list[int] = []
+    names: list[str] = []
+    for a in items:
+        if isinstance(a, str):
+            if a in names:
+                raise DuplicateAxisError(f"{where}: duplicate value in 'axis': {a!r}")
+            if a not in x.names:
+                if not allow_unbound:
+                    _env.current().size(a, where)  # raises unless bound
+                    raise AxisSpecError(f"{where}: the value does not carry axis {a!r} "
+                                        f"(it has {fmt_names(x.names) or 'no names'})")
+                _env.current().size(a, where)
+            names.append(a)
+        elif isinstance(a, (int, np.integer)) and not isinstance(a, bool):
+            a = int(a)
+            if not -p <= a < p:
+                raise AxisSpecError(
+                    f"{where}: positional axis {a} is out of bounds for a value with {p} positional "
+                    f"axes (shape {x.shape}; named axes are addressed by name, not by position)")
+            a %= p
+            if a in ints:
+                raise DuplicateAxisError(f"{where}: duplicate value in 'axis': {a}")
+            ints.append(a)
+        else:
+            raise AxisSpecError(f"{where}: axis must be an int, an axis name or a tuple of them, got {a!r}")
+    return tuple(ints), tuple(names)
+
+
+def _broadcast_missing(x: NamedArray, names: Sequence[str]) -> NamedArray:
+    """``x`` broadcast along bound names it lacks (reducing over such a name then means what xmap said)."""
+    missing = [n for n in names if n not in x.names]
+    if not missing:
+        return x
+    env = _env.current()
+    sizes = named_sizes(x)
+    for n in missing:
+        sizes[n] = env.size(n)
+    out_names = canonical(sizes)
+    return _make(align(x, out_names, sizes), out_names)
+
+
+# --------------------------------------------------------------------------------------------------------
+# Reductions
+
+
+def _reduce_impl(static, x, *extra):
+    fn, where, axis, keepdims, kwargs, single = static
+    ints, names = normalize_axis(axis, x, where, allow_unbound=True)
+    x = _broadcast_missing(x, names)
+    p = pos_ndim(x)
+    data_axes = ints + tuple(p + x.names.index(n) for n in names)
+    out_names = tuple(n for n in x.names if n not in names)
+    kw = dict(kwargs)
+    if single:
+        if len(data_axes) != 1:
+            raise AxisSpecError(f"{where} reduces over exactly one axis, got axis={axis!r}")
+        data_axes = data_axes[0]
+    if keepdims:
+        out = fn(x.data, *extra, axis=data_axes, keepdims=True, **kw)
+        # keepdims keeps positional axes only; the reduced named axes leave the named shape
+        drop = {p + x.names.index(n) for n in names}
+        lead = out.ndim - x.data.ndim  # e.g. quantile's leading q axes
+        out = out.reshape(tuple(s for i, s in enumerate(out.shape) if i - lead not in drop))
+    else:
+        out = fn(x.data, *extra, axis=data_axes, **kw)
+    return _make(out, out_names)
+
+
+def reduce(fn: Callable, x, axis, where: str, keepdims: bool = False, kwargs: tuple = (),
+           extra: tuple = (), single: bool = False):
+    """Reduce ``x`` over ``axis`` (positions and/or names); ``axis=None`` reduces positional axes only.
+
+    A name the value lacks but an enclosing ``nx.xmap`` binds reduces as if the value were broadcast along
+    it (sum multiplies by the size; mean, max and min return the value), as in xmap.
+    """
+    if type(x) is not NamedArray:
+        kw = dict(kwargs, keepdims=True) if keepdims else dict(kwargs)
+        return fn(x, *extra, axis=axis, **kw)
+    if isinstance(axis, list):
+        axis = tuple(axis)
+    return run(_reduce_impl, (fn, where, axis, keepdims, kwargs, single), (x, *extra))
+
+
+# --------------------------------------------------------------------------------------------------------
+# Operations along one axis that keep it (cumsum, sort, flip, roll, diff, ...)
+
+
+def _along_impl(static, x, *extra):
+    fn, where, axis, kwargs = static
+    ints, names = normalize_axis(axis, x, where)
+    p = pos_ndim(x)
+    data_axes = ints + tuple(p + x.names.index(n) for n in names)
+    ax = data_axes[0] if not isinstance(axis, (tuple, list)) else data_axes
+    out = fn(x.data, *extra, axis=ax, **dict(kwargs))
+    if isinstance(out, (tuple, list)):
+        return type(out)(_make(o, x.names) for o in out)
+    return _make(out, x.names)
+
+
+def along(fn: Callable, x, axis, where: str, kwargs: tuple = (), extra: tuple = ()):
+    """``fn(x, axis=...)`` on the axis given by position or name; the other axes are batch axes."""
+    if type(x) is not NamedArray:
+        return fn(x, *extra, axis=axis, **dict(kwargs))
+    if isinstance(axis, list):
+        axis = tuple(axis)
+    return run(_along_impl, (fn, where, axis, kwargs), (x, *extra))
+
+
+# --------------------------------------------------------------------------------------------------------
+# Lifting a positional function over named axes (nx.nmap)
+
+
+def _is_dynamic(v) -> bool:
+    return type(v) is NamedArray or isinstance(v, (jax.Array, np.ndarray, np.generic))
+
+
+def _vectorize(f: Callable, named_flags: Sequence[tuple[str, ...] | None], names: tuple[str, ...]):
+    """``f`` on storages, vmapped over ``names`` (first name innermost, so outputs come out sorted)."""
+    fn = f
+    for name in names:
+        in_axes = tuple(-1 if (ns is not None and name in ns) else None for ns in named_flags)
+        fn = jax.vmap(fn, in_axes=in_axes, out_axes=-1, axis_name=name)
+        # one level outward: the names at or after `name` are stripped by the outer maps
+    return fn
+
+
+def _lift_impl(static, *dyn):
+    f, treedef, slots, where = static
+    named = [v for v in dyn if type(v) is NamedArray]
+    sizes = join(named, where)
+    names = canonical(sizes)
+    flags = [v.names if type(v) is NamedArray else None for v in dyn]
+
+    def body(*datas):
+        leaves = list(slots)
+        it = iter(datas)
+        for i, s in enumerate(leaves):
+            if s is _DYN:
+                leaves[i] = next(it)
+        args, kwargs = jax.tree.unflatten(treedef, leaves)
+        return f(*args, **kwargs)
+
+    out = _vectorize(body, flags, names)(*[v.data if type(v) is NamedArray else v for v in dyn])
+    return jax.tree.map(lambda o: _out_leaf(o, names), out, is_leaf=is_named)
+
+
+def _out_leaf(o, names):
+    if type(o) is NamedArray:
+        # f produced names of its own: the vmapped names were appended after them
+        inner = o.names
+        return from_storage(o.data, inner + names, "nx.nmap")
+    return _make(o, names) if hasattr(o, "ndim") else o
+
+
+class _DynSlot:
+    __slots__ = ()
+
+    def __repr__(self):
+        return "<dynamic>"
+
+    def __hash__(self):
+        return 0
+
+    def __eq__(self, other):
+        return other is self
+
+
+_DYN = _DynSlot()
+
+
+def _freeze(v):
+    """A hashable stand-in for a static leaf (lists inside args are already flattened by the pytree)."""
+    hash(v)
+    return v
+
+
+def lift(f: Callable, args: tuple, kwargs: dict, where: str):
+    """Call positional ``f`` vectorised over every named axis of the NamedArrays among its arguments."""
+    leaves, treedef = jax.tree.flatten((args, kwargs), is_leaf=is_named)
+    dyn = []
+    slots = []
+    any_named = False
+    for leaf in leaves:
+        if _is_dynamic(leaf):
+            dyn.append(leaf)
+            slots.append(_DYN)
+            any_named = any_named or type(leaf) is NamedArray
+        else:
+            slots.append(leaf)
+    if not any_named:
+        return f(*args, **kwargs)
+    static = (f, treedef, tuple(slots), where)
+    try:
+        hash(static)
+    except TypeError:
+        return _lift_impl(static, *dyn)
+    return run(_lift_impl, static, tuple(dyn))
+
+
+def positional_only(fn: Callable, x, where: str):
+    """Guard for functions whose output size depends on values: they cannot vectorise over names."""
+    if type(x) is NamedArray and x.names:
+        raise PositionalMisuseError(
+            f"{where} cannot vectorise over named axes {fmt_names(x.names)}: its output size depends on "
+            "the values. Move the names to positions first with x.unwrap(...) or nx.unwrap(x, ...)")
+    return fn(x.data if type(x) is NamedArray else x)

@@ -1,0 +1,133 @@
+"""The axis environment: what enclosing ``nx.xmap`` calls (and rule contexts) have bound.
+
+This is the one place that knows axis sizes bound from outside a value (``nx.xmap``'s ``in_axes`` and
+``axis_sizes``), which of those names the innermost ``nx.xmap`` defined (for its output checks and for
+shadowing), the resources (mesh axes, loops) names map to, and the logical-name rules of ``nx.axis_rules``.
+Operations ask it; nothing else keeps such state.
+
+The environment is a :class:`contextvars.ContextVar` holding an immutable :class:`AxisEnv`, so it follows
+tracing (which runs in the caller's thread) and nests by simple replacement.
+
+>>> import namedarray as nx
+>>> nx.env.current().sizes
+{}
+>>> with nx.env.bind({"batch": 4}):
+...     nx.env.current().size("batch")
+4
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from .errors import AxisNameShadowingError, UnboundAxisError, fmt_names
+
+__all__ = ["AxisEnv", "current", "bind", "axis_rules", "EMPTY"]
+
+
+def _frozen(d: Mapping | None) -> tuple:
+    return tuple(sorted((d or {}).items()))
+
+
+@dataclass(frozen=True)
+class AxisEnv:
+    """An immutable snapshot of the axis environment.
+
+    ``sizes``: every axis name bound by an enclosing ``nx.xmap`` (outer ones included) -> size.
+    ``local``: the names the innermost ``nx.xmap`` defined.
+    ``resources``: axis name -> tuple of resource names (mesh axes, then at most one loop).
+    ``mesh``: the mesh those resources refer to, if any.
+    ``rules``: logical axis name -> mesh axes, from ``nx.axis_rules``.
+    """
+
+    sizes: Mapping[str, int] = field(default_factory=dict)
+    local: frozenset = frozenset()
+    resources: Mapping[str, tuple] = field(default_factory=dict)
+    mesh: Any = None
+    loops: Mapping[str, int] = field(default_factory=dict)
+    rules: Mapping[str, Any] | None = None
+
+    def __hash__(self) -> int:
+        return hash((_frozen(self.sizes), self.local, _frozen(self.resources), id(self.mesh),
+                     _frozen(self.loops), _frozen(self.rules)))
+
+    def __eq__(self, other: object) -> bool:
+        return self is other or (
+            isinstance(other, AxisEnv) and hash(self) == hash(other)
+            and dict(self.sizes) == dict(other.sizes) and self.local == other.local
+            and dict(self.resources) == dict(other.resources) and self.mesh is other.mesh
+            and dict(self.loops) == dict(other.loops) and self.rules == other.rules)
+
+    def is_bound(self, name: str) -> bool:
+        return name in self.sizes
+
+    def size(self, name: str, where: str = "") -> int:
+        """The bound size of ``name``, or :class:`UnboundAxisError`."""
+        try:
+            return self.sizes[name]
+        except KeyError:
+            prefix = f"{where}: " if where else ""
+            bound = sorted(self.sizes)
+            hint = (f"; bound axis names here: {fmt_names(bound)}" if bound
+                    else "; no nx.xmap binds any axis here")
+            raise UnboundAxisError(f"{prefix}unbound axis name {name!r}: the value does not carry it"
+                                   f"{hint}") from None
+
+
+EMPTY = AxisEnv()
+_ENV: contextvars.ContextVar[AxisEnv] = contextvars.ContextVar("namedarray_axis_env", default=EMPTY)
+
+
+def current() -> AxisEnv:
+    """The environment in force."""
+    return _ENV.get()
+
+
+@contextlib.contextmanager
+def _install(env: AxisEnv) -> Iterator[AxisEnv]:
+    token = _ENV.set(env)
+    try:
+        yield env
+    finally:
+        _ENV.reset(token)
+
+
+def bind(sizes: Mapping[str, int], *, resources: Mapping[str, tuple] | None = None, mesh: Any = None,
+         loops: Mapping[str, int] | None = None, where: str = "nx.xmap"):
+    """Bind ``sizes`` for a nested region (what ``nx.xmap`` does around its body).
+
+    Re-binding a name an enclosing region binds is an :class:`AxisNameShadowingError`, as in xmap.
+    """
+    env = current()
+    shadowed = sorted(set(sizes) & set(env.sizes))
+    if shadowed:
+        raise AxisNameShadowingError(
+            f"{where}: axis names {fmt_names(shadowed)} are already bound by an enclosing nx.xmap "
+            "(disallowed axis name shadowing); rename the inner axes")
+    new = AxisEnv(
+        sizes={**env.sizes, **sizes},
+        local=frozenset(sizes),
+        resources={**env.resources, **(resources or {})},
+        mesh=mesh if mesh is not None else env.mesh,
+        loops={**env.loops, **(loops or {})},
+        rules=env.rules,
+    )
+    return _install(new)
+
+
+def axis_rules(rules: Mapping[str, Any]):
+    """Map logical axis names to mesh axes for ``x.shard()`` inside the ``with`` block.
+
+    >>> import namedarray as nx
+    >>> with nx.axis_rules({"batch": "data", "embed": None}):
+    ...     nx.env.current().rules["batch"]
+    'data'
+    """
+    env = current()
+    merged = {**(env.rules or {}), **dict(rules)}
+    return _install(AxisEnv(sizes=env.sizes, local=env.local, resources=env.resources, mesh=env.mesh,
+                            loops=env.loops, rules=merged))

@@ -1,0 +1,93 @@
+"""Errors raised by namedarray.
+
+Every error is a :class:`NamedAxisError` (itself a ``ValueError``), so ``except ValueError`` keeps working
+for code written against NumPy, and each message names the axis, the sizes involved and where the mistake
+was made (the operation, the argument index or pytree path).
+
+>>> import namedarray as nx, jax.numpy as jnp
+>>> try:
+...     nx.wrap(jnp.ones(3), ["b"]) + nx.wrap(jnp.ones(4), ["b"])
+... except nx.errors.AxisSizeError as e:
+...     print(e)
+nx.add: axis 'b' has size 3 in argument 0 but size 4 in argument 1
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "NamedAxisError",
+    "AxisSizeError",
+    "UnboundAxisError",
+    "AxisSpecError",
+    "DuplicateAxisError",
+    "RankError",
+    "UnplacedAxisError",
+    "EinsumSpecError",
+    "ResourceError",
+    "ResourceConflictError",
+    "DivisibilityError",
+    "MissingResourceError",
+    "PositionalMisuseError",
+    "AxisNameShadowingError",
+]
+
+
+class NamedAxisError(ValueError):
+    """Base class of every namedarray error."""
+
+
+class AxisSizeError(NamedAxisError):
+    """One axis name used with two different sizes."""
+
+
+class UnboundAxisError(NamedAxisError):
+    """An axis name that the value does not carry and no enclosing ``nx.xmap`` binds."""
+
+
+class AxisSpecError(NamedAxisError):
+    """A malformed axis specification (``wrap``/``unwrap``/``in_axes``/``out_axes``/``axis=``)."""
+
+
+class DuplicateAxisError(AxisSpecError):
+    """The same axis name twice where names must be unique."""
+
+
+class RankError(AxisSpecError):
+    """An axis specification that does not fit the rank of the value."""
+
+
+class UnplacedAxisError(AxisSpecError):
+    """A named axis that an ``unwrap``/``out_axes`` specification leaves without a position."""
+
+
+class EinsumSpecError(NamedAxisError):
+    """A malformed or inconsistent ``nx.einsum`` specification."""
+
+
+class ResourceError(NamedAxisError):
+    """Base class of the errors about mapping axis names to devices."""
+
+
+class ResourceConflictError(ResourceError):
+    """Two axis names that share a mesh axis occur in one value, or a resource is used twice."""
+
+
+class DivisibilityError(ResourceError):
+    """An axis size that its resources do not divide."""
+
+
+class MissingResourceError(ResourceError):
+    """A mesh axis or loop that is not in scope."""
+
+
+class PositionalMisuseError(NamedAxisError, TypeError):
+    """A named array passed where only positional arrays are understood."""
+
+
+class AxisNameShadowingError(NamedAxisError):
+    """An inner ``nx.xmap`` reusing an axis name that an enclosing one binds."""
+
+
+def fmt_names(names) -> str:
+    """``'a', 'b'`` for messages."""
+    return ", ".join(repr(n) for n in names)

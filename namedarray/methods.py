@@ -1,0 +1,129 @@
+"""NamedArray's operators, array methods and NumPy protocols, all routed to the ``nx.<f>`` functions.
+
+Installed on the class by :func:`install` (called once from ``namedarray/__init__.py``), so the class body
+stays about storage and types, and every operator goes through the same declared function as its ``nx.<f>``.
+
+>>> import namedarray as nx, jax.numpy as jnp, numpy as np
+>>> x = nx.wrap(jnp.arange(3.0), ["b"])
+>>> (jnp.ones(2)[:, None] + x).named_shape, np.exp(x).named_shape
+({'b': 3}, {'b': 3})
+"""
+
+from __future__ import annotations
+
+from .array import NamedArray
+
+__all__ = ["install"]
+
+_BINARY = {
+    "add": "add", "sub": "subtract", "mul": "multiply", "truediv": "true_divide",
+    "floordiv": "floor_divide", "mod": "remainder", "pow": "power", "matmul": "matmul",
+    "and": "bitwise_and", "or": "bitwise_or", "xor": "bitwise_xor", "lshift": "left_shift",
+    "rshift": "right_shift", "divmod": "divmod",
+}
+_COMPARE = {"lt": "less", "le": "less_equal", "gt": "greater", "ge": "greater_equal",
+            "eq": "equal", "ne": "not_equal"}
+_UNARY = {"neg": "negative", "pos": "positive", "abs": "abs", "invert": "invert"}
+
+_REDUCTIONS = "sum prod max min mean var std any all argmax argmin ptp".split()
+_ALONG = "cumsum cumprod sort argsort repeat".split()
+_LIFTED = "reshape transpose squeeze swapaxes ravel flatten diagonal trace conj conjugate round clip take " \
+          "nonzero searchsorted".split()
+
+
+def install(nx) -> None:
+    """Attach operators and methods to :class:`NamedArray`, using the functions of module ``nx``."""
+    cls = NamedArray
+
+    def binary(fname):
+        def op(self, other):
+            return getattr(nx, fname)(self, other)
+
+        def rop(self, other):
+            return getattr(nx, fname)(other, self)
+
+        return op, rop
+
+    for dunder, fname in _BINARY.items():
+        op, rop = binary(fname)
+        op.__name__, rop.__name__ = f"__{dunder}__", f"__r{dunder}__"
+        setattr(cls, f"__{dunder}__", op)
+        setattr(cls, f"__r{dunder}__", rop)
+    for dunder, fname in _COMPARE.items():
+        op, _ = binary(fname)
+        op.__name__ = f"__{dunder}__"
+        setattr(cls, f"__{dunder}__", op)
+    for dunder, fname in _UNARY.items():
+        def unary(self, _f=fname):
+            return getattr(nx, _f)(self)
+
+        unary.__name__ = f"__{dunder}__"
+        setattr(cls, f"__{dunder}__", unary)
+
+    def method(fname):
+        def m(self, *args, **kwargs):
+            return getattr(nx, fname)(self, *args, **kwargs)
+
+        m.__name__ = fname
+        m.__doc__ = f"``nx.{fname}(self, ...)``: see :func:`namedarray.{fname}`."
+        return m
+
+    for fname in _REDUCTIONS + _ALONG + _LIFTED:
+        if fname == "flatten":
+            setattr(cls, "flatten", method("ravel"))
+            continue
+        setattr(cls, fname, method(fname))
+
+    def reshape(self, *shape, **kwargs):
+        """Reshape the positional axes (named axes are untouched)."""
+        if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+            shape = tuple(shape[0])
+        return nx.reshape(self, shape, **kwargs)
+
+    def transpose(self, *axes):
+        """Permute the positional axes."""
+        if len(axes) == 1 and isinstance(axes[0], (tuple, list)):
+            axes = tuple(axes[0])
+        return nx.transpose(self, axes or None)
+
+    cls.reshape = reshape
+    cls.transpose = transpose
+    cls.T = property(lambda self: nx.transpose(self), doc="Transpose of the positional axes.")
+    cls.mT = property(lambda self: nx.matrix_transpose(self), doc="Swap the last two positional axes.")
+    cls.real = property(lambda self: nx.real(self))
+    cls.imag = property(lambda self: nx.imag(self))
+    cls.__getitem__ = lambda self, index: nx.indexing.getitem(self, index)
+    cls.__array_ufunc__ = _array_ufunc(nx)
+    cls.__array_function__ = _array_function(nx)
+
+
+def _array_ufunc(nx):
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        if kwargs.get("out") is not None:
+            return NotImplemented
+        kwargs.pop("out", None)
+        if method == "__call__":
+            f = getattr(nx, ufunc.__name__, None)
+            return NotImplemented if f is None else f(*inputs, **kwargs)
+        if method == "reduce":
+            f = _UFUNC_REDUCE.get(ufunc.__name__)
+            if f is not None:
+                return getattr(nx, f)(*inputs, **kwargs)
+        return NotImplemented
+
+    return __array_ufunc__
+
+
+_UFUNC_REDUCE = {"add": "sum", "multiply": "prod", "maximum": "max", "minimum": "min",
+                 "logical_and": "all", "logical_or": "any"}
+
+
+def _array_function(nx):
+    def __array_function__(self, func, types, args, kwargs):
+        f = getattr(nx, func.__name__, None)
+        if f is None or not callable(f):
+            return NotImplemented
+        return f(*args, **kwargs)
+
+    return __array_function__
+

@@ -1,0 +1,230 @@
+"""The NumPy mirror: ``nx.<f>`` for every function of ``jax.numpy``.
+
+Each function is *declared* here once, by what its axis arguments mean, and built by the dispatch engine:
+
+* ``ELEMENTWISE``: broadcast by name (``add``, ``exp``, ``where``, ...);
+* ``REDUCTIONS``: ``axis=`` takes ints, names or a mixed tuple; ``axis=None`` reduces positional axes only;
+* ``ALONG``: operations along one axis that keep it (``cumsum``, ``sort``, ``flip``, ...), by position or name;
+* ``VALUE_DEPENDENT``: output size depends on values, so they cannot vectorise over names;
+* ``PASSTHROUGH``: not array functions (dtypes, constants, ``finfo``, ...), re-exported as they are;
+* everything else is lifted with :func:`namedarray.nmap`: it runs as if vmapped over every named axis, and
+  its integer axis arguments keep their positional meaning.
+
+Declarations for contractions and other operations with richer axis semantics (``einsum``, ``dot``,
+``concatenate``, ``stack``, ``take``, ...) live in their own modules and override the lifted defaults.
+
+>>> import namedarray as nx, jax.numpy as jnp
+>>> x = nx.wrap(jnp.arange(6.0).reshape(2, 3), ["a", "b"])
+>>> nx.sum(x, "b").named_shape, nx.cumsum(x, axis="a").named_shape
+({'a': 2}, {'a': 2, 'b': 3})
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+
+import jax.numpy as jnp
+
+from . import engine
+from .array import NamedArray
+
+__all__ = ["build", "FUNCTIONS"]
+
+UNARY = """
+abs absolute acos acosh angle arccos arccosh arcsin arcsinh arctan arctanh around asin asinh atan atanh
+bitwise_count bitwise_invert bitwise_not cbrt ceil conj conjugate cos cosh deg2rad degrees exp exp2 expm1
+fabs fix floor frexp i0 imag invert iscomplex isfinite isinf isnan isneginf isposinf isreal log log10 log1p
+log2 logical_not modf nan_to_num negative positive rad2deg radians real reciprocal rint round sign signbit
+sin sinc sinh spacing sqrt square tan tanh trunc
+""".split()
+
+BINARY = """
+add arctan2 atan2 bitwise_and bitwise_left_shift bitwise_or bitwise_right_shift bitwise_xor copysign divide
+divmod equal float_power floor_divide fmax fmin fmod gcd greater greater_equal heaviside hypot isclose lcm
+ldexp left_shift less less_equal logaddexp logaddexp2 logical_and logical_or logical_xor maximum minimum mod
+multiply nextafter not_equal pow power remainder right_shift subtract true_divide
+""".split()
+
+# name -> (multi-axis?, takes keepdims?)
+REDUCTIONS = {
+    **{n: (True, True) for n in """sum prod max min mean var std any all amax amin nansum nanprod nanmax
+       nanmin nanmean nanvar nanstd median nanmedian ptp count_nonzero""".split()},
+    **{n: (True, True) for n in "quantile percentile nanquantile nanpercentile".split()},
+    **{n: (False, True) for n in "argmax argmin nanargmax nanargmin".split()},
+    "trapezoid": (False, False),
+}
+
+ALONG = """
+cumsum cumprod nancumsum nancumprod cumulative_sum cumulative_prod sort argsort flip roll diff partition
+argpartition repeat split array_split unstack gradient
+""".split()
+
+VALUE_DEPENDENT = """
+nonzero argwhere flatnonzero unique unique_all unique_counts unique_inverse unique_values extract compress
+trim_zeros setdiff1d setxor1d union1d intersect1d
+""".split()
+
+PASSTHROUGH = """
+can_cast promote_types result_type issubdtype isdtype isscalar iterable dtype finfo iinfo broadcast_shapes
+einsum_path get_printoptions printoptions set_printoptions load save savez frombuffer fromfile fromiter
+fromstring from_dlpack frompyfunc fromfunction ix_ indices diag_indices tril_indices triu_indices
+mask_indices bool_ ndarray ufunc generic number integer floating inexact complexfloating signedinteger
+unsignedinteger character flexible
+""".split()
+
+# jax.numpy names that nx uses for something else, or that are not functions of arrays
+EXCLUDED = {"unwrap"}  # nx.unwrap is the inverse of nx.wrap; phase unwrapping stays at jnp.unwrap
+
+
+def _elementwise(fn: Callable, name: str, arity: int) -> Callable:
+    where = f"nx.{name}"
+
+    @functools.wraps(fn)
+    def f(*args, **kwargs):
+        operands, rest = args[:arity], args[arity:]
+        if rest or any(_is_array(v) for v in kwargs.values()):
+            return engine.lift(fn, args, kwargs, where)
+        return engine.elementwise(fn, operands, where, tuple(sorted(kwargs.items())))
+
+    return f
+
+
+def _is_array(v) -> bool:
+    return isinstance(v, NamedArray) or hasattr(v, "__array__") or hasattr(v, "shape")
+
+
+def _reduction(fn: Callable, name: str, multi: bool, has_keepdims: bool) -> Callable:
+    where = f"nx.{name}"
+
+    @functools.wraps(fn)
+    def f(a, *args, axis=None, keepdims=False, **kwargs):
+        if not isinstance(a, NamedArray):
+            kw = dict(kwargs, keepdims=keepdims) if has_keepdims else kwargs
+            return fn(a, *args, axis=axis, **kw)
+        if name in ("quantile", "percentile", "nanquantile", "nanpercentile"):
+            extra, args = args[:1], args[1:]  # q: leading positional axes of the result
+        else:
+            extra = ()
+        if args and axis is None:
+            axis, args = args[0], args[1:]
+        if args or any(_is_array(v) for v in kwargs.values()):
+            raise TypeError(f"{where}: pass options by keyword (got extra positional arguments {args!r})")
+        if not multi and (axis is None or isinstance(axis, (tuple, list))) and not _has_name(axis):
+            # one positional axis or the flattened positional part: exactly the positional semantics
+            return engine.lift(fn, (a, *extra), dict(kwargs, axis=axis, **(
+                {"keepdims": keepdims} if keepdims else {})), where)
+        return engine.reduce(fn, a, axis, where, keepdims, tuple(sorted(kwargs.items())), extra,
+                             single=not multi)
+
+    return f
+
+
+def _has_name(axis) -> bool:
+    if isinstance(axis, str):
+        return True
+    return isinstance(axis, (tuple, list)) and any(isinstance(a, str) for a in axis)
+
+
+def _along(fn: Callable, name: str) -> Callable:
+    where = f"nx.{name}"
+    import inspect
+
+    params = list(inspect.signature(fn).parameters)
+    axis_pos = params.index("axis") if "axis" in params else None
+
+    @functools.wraps(fn)
+    def f(a, *args, **kwargs):
+        if axis_pos is not None and len(args) >= axis_pos:
+            args = list(args)
+            kwargs["axis"] = args.pop(axis_pos - 1)
+        axis = kwargs.get("axis")
+        if not isinstance(a, NamedArray) or not _has_name(axis):
+            return engine.lift(fn, (a, *args), kwargs, where)
+        kwargs.pop("axis")
+        if any(_is_array(v) for v in kwargs.values()) or any(_is_array(v) for v in args):
+            raise TypeError(f"{where}: along a named axis, options must be static (got an array argument)")
+        return engine.along(fn, a, axis, where, tuple(sorted(kwargs.items())), tuple(args))
+
+    return f
+
+
+def _value_dependent(fn: Callable, name: str) -> Callable:
+    where = f"nx.{name}"
+
+    @functools.wraps(fn)
+    def f(a, *args, **kwargs):
+        return engine.positional_only(lambda d: fn(d, *args, **kwargs), a, where)
+
+    return f
+
+
+def _lifted(fn: Callable, name: str) -> Callable:
+    where = f"nx.{name}"
+
+    @functools.wraps(fn)
+    def f(*args, **kwargs):
+        return engine.lift(fn, args, kwargs, where)
+
+    return f
+
+
+def _where(condition, x=None, y=None, /, *, size=None, fill_value=None):
+    if x is None and y is None:
+        return engine.positional_only(lambda d: jnp.where(d, size=size, fill_value=fill_value),
+                                      condition, "nx.where")
+    return engine.elementwise(jnp.where, (condition, x, y), "nx.where")
+
+
+def _clip(arr, /, min=None, max=None, **kwargs):
+    lo = kwargs.pop("a_min", min)
+    hi = kwargs.pop("a_max", max)
+    return engine.elementwise(_clip3, (arr, lo, hi), "nx.clip")
+
+
+def _clip3(a, lo, hi):
+    return jnp.clip(a, lo, hi)
+
+
+def _positional_info(name: str) -> Callable:
+    fn = getattr(jnp, name)
+
+    def f(a, *args, **kwargs):
+        if isinstance(a, NamedArray):
+            return {"shape": lambda: a.shape, "ndim": lambda: a.ndim, "size": lambda: a.size}[name]()
+        return fn(a, *args, **kwargs)
+
+    f.__name__ = name
+    f.__doc__ = f"Positional {name} of an array or NamedArray (named axes excluded, as in xmap)."
+    return f
+
+
+def build() -> dict[str, Callable]:
+    """Every ``nx.<f>`` the mirror declares, by name."""
+    out: dict[str, Callable] = {}
+    for name in dir(jnp):
+        if name.startswith("_") or name in EXCLUDED:
+            continue
+        obj = getattr(jnp, name)
+        if isinstance(obj, type) or not callable(obj) or name in PASSTHROUGH:
+            out[name] = obj
+        elif name in UNARY:
+            out[name] = _elementwise(obj, name, 1)
+        elif name in BINARY:
+            out[name] = _elementwise(obj, name, 2)
+        elif name in REDUCTIONS:
+            out[name] = _reduction(obj, name, *REDUCTIONS[name])
+        elif name in ALONG:
+            out[name] = _along(obj, name)
+        elif name in VALUE_DEPENDENT:
+            out[name] = _value_dependent(obj, name)
+        else:
+            out[name] = _lifted(obj, name)
+    out["where"] = functools.wraps(jnp.where)(_where)
+    out["clip"] = functools.wraps(jnp.clip)(_clip)
+    for name in ("shape", "ndim", "size"):
+        out[name] = _positional_info(name)
+    return out
+
+
+FUNCTIONS = build()

@@ -1,0 +1,62 @@
+"""Text and HTML display of NamedArrays: dtype, positional shape, named shape, then the values.
+
+Values are shown with the positional axes first and the named axes after them, in the (sorted) order the
+header lists, so what is printed can be read without knowing the storage layout.
+
+>>> import namedarray as nx, jax.numpy as jnp
+>>> print(repr(nx.wrap(jnp.arange(3), ["b"])))
+NamedArray(int32, shape=(), named_shape={'b': 3}, axes=[b])
+[0 1 2]
+"""
+
+from __future__ import annotations
+
+import html
+
+import jax
+import numpy as np
+
+__all__ = ["header", "text_repr", "html_repr"]
+
+
+def header(x) -> str:
+    d = x.data
+    dtype = getattr(d, "dtype", "?")
+    try:
+        shape, named = x.shape, x.named_shape
+    except Exception:  # a transform may have left storage and names out of step
+        return f"NamedArray({dtype}, data={type(d).__name__}, names={x.names})"
+    axes = [f"#{i}" for i in range(len(shape))] + list(x.names)
+    return f"NamedArray({dtype}, shape={shape}, named_shape={named!r}, axes=[{', '.join(axes)}])"
+
+
+def _values(x):
+    d = x.data
+    if isinstance(d, jax.core.Tracer) or not hasattr(d, "shape"):
+        return None
+    try:
+        return np.asarray(d)
+    except Exception:  # deleted buffers, non-addressable global arrays
+        return None
+
+
+def text_repr(x) -> str:
+    values = _values(x)
+    if values is None:
+        return header(x)
+    return header(x) + "\n" + np.array2string(values, threshold=200, edgeitems=3)
+
+
+def html_repr(x) -> str:
+    rows = "".join(
+        f"<tr><td><b>{html.escape(str(n))}</b></td><td>{s}</td><td>named</td></tr>"
+        for n, s in x.named_shape.items())
+    rows = "".join(f"<tr><td>#{i}</td><td>{s}</td><td>positional</td></tr>"
+                   for i, s in enumerate(x.shape)) + rows
+    values = _values(x)
+    body = "" if values is None else (
+        "<pre style='margin:4px 0'>" + html.escape(np.array2string(values, threshold=200, edgeitems=3))
+        + "</pre>")
+    return (f"<div class='nx-namedarray'><b>NamedArray</b> <code>{html.escape(str(x.dtype))}</code>"
+            "<table style='border-collapse:collapse'><tr><th>axis</th><th>size</th><th>kind</th></tr>"
+            f"{rows}</table>{body}</div>")

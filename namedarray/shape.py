@@ -1,0 +1,111 @@
+"""Named shapes: the unordered name -> size part of a NamedArray's type.
+
+Names are unordered. A :class:`NamedShape` compares and hashes as a set of ``(name, size)`` pairs, and equals a
+plain ``dict`` with the same items. Storage order is a separate, internal matter: a NamedArray always stores
+its named axes sorted by name (:func:`canonical`), so two arrays with equal named shapes have equal pytree
+structure.
+
+>>> from namedarray import NamedShape
+>>> NamedShape({"a": 2, "b": 5}) == NamedShape({"b": 5, "a": 2}) == {"b": 5, "a": 2}
+True
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping
+
+from .errors import AxisSizeError, AxisSpecError, DuplicateAxisError
+
+__all__ = ["NamedShape", "check_name", "canonical", "join_sizes"]
+
+
+class NamedShape(Mapping):
+    """An immutable, unordered mapping from axis name to size."""
+
+    __slots__ = ("_items",)
+
+    def __init__(self, items: Mapping[str, int] | Iterable[tuple[str, int]] = ()):
+        d = dict(items)
+        for name in d:
+            check_name(name, "NamedShape")
+        self._items = d
+
+    def __getitem__(self, name: str) -> int:
+        return self._items[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(sorted(self._items))
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._items
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Mapping):
+            return self._items == dict(other)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(frozenset(self._items.items()))
+
+    def __repr__(self) -> str:
+        return "{" + ", ".join(f"{n!r}: {self._items[n]}" for n in self) + "}"
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """The names, in canonical (sorted) order."""
+        return tuple(self)
+
+    def __or__(self, other: Mapping[str, int]) -> NamedShape:
+        """The union, as broadcasting by name computes it (sizes must agree)."""
+        return NamedShape(join_sizes([dict(self), dict(other)]))
+
+
+def check_name(name: object, where: str) -> str:
+    """An axis name is a non-empty ``str``: ints mean positions, and a tuple would be ambiguous."""
+    if not isinstance(name, str) or not name:
+        raise AxisSpecError(
+            f"{where}: axis names must be non-empty strings, got {name!r} "
+            "(integers denote positional axes)"
+        )
+    return name
+
+
+def canonical(names: Iterable[str]) -> tuple[str, ...]:
+    """The storage order of a set of names."""
+    return tuple(sorted(names))
+
+
+def check_unique(names: Iterable[str], where: str) -> None:
+    seen = set()
+    for n in names:
+        if n in seen:
+            raise DuplicateAxisError(f"{where}: axis name {n!r} appears twice in {list(names)!r}")
+        seen.add(n)
+
+
+def join_sizes(shapes: Iterable[Mapping[str, int] | None], where: str = "broadcast",
+               labels: Iterable[str] | None = None) -> dict[str, int]:
+    """Union of named shapes, raising :class:`AxisSizeError` on the first size conflict.
+
+    ``labels`` name the operands in messages (default: ``argument 0``, ``argument 1``, ...).
+    """
+    out: dict[str, int] = {}
+    origin: dict[str, str] = {}
+    labels = list(labels) if labels is not None else None
+    for i, shape in enumerate(shapes):
+        if not shape:
+            continue
+        label = labels[i] if labels is not None else f"argument {i}"
+        for name, size in shape.items():
+            prev = out.get(name)
+            if prev is None:
+                out[name] = size
+                origin[name] = label
+            elif prev != size:
+                raise AxisSizeError(
+                    f"{where}: axis {name!r} has size {prev} in {origin[name]} but size {size} in {label}"
+                )
+    return out

@@ -1,0 +1,120 @@
+"""Operations whose axis argument can create, join or select along a *name*: concatenate, stack, take.
+
+Each one moves the named axis to a positional slot (``untag``), applies the positional jax function lifted
+over the other names, and names the axis again (``tag``), inside one engine kernel.
+
+>>> import namedarray as nx, jax.numpy as jnp
+>>> a = nx.wrap(jnp.ones((2, 3)), ["t", "f"])
+>>> nx.concatenate([a, a], axis="t").named_shape
+{'f': 3, 't': 4}
+>>> nx.stack([a, a], axis="layer").named_shape
+{'f': 3, 'layer': 2, 't': 2}
+"""
+
+from __future__ import annotations
+
+import jax.numpy as jnp
+
+from . import engine
+from .array import NamedArray
+from .errors import AxisSpecError, DuplicateAxisError, fmt_names
+from .wrapping import tag, untag
+
+__all__ = ["concatenate", "concat", "stack", "take", "append"]
+
+
+def _require_named(arrays, name, where):
+    for i, a in enumerate(arrays):
+        if not isinstance(a, NamedArray) or name not in a.names:
+            have = fmt_names(a.names) if isinstance(a, NamedArray) else "no names"
+            raise AxisSpecError(f"{where}: joining along axis {name!r}, but argument {i} does not carry it "
+                                f"(it has {have})")
+
+
+def _concat_impl(static, *arrays):
+    name, dtype, where = static
+    moved = [untag(a, name, where=where) for a in arrays]
+    out = engine.lift(lambda *xs: jnp.concatenate(xs, axis=-1, dtype=dtype), tuple(moved), {}, where)
+    return tag(out, -1, name, where)
+
+
+def concatenate(arrays, axis: int | str | None = 0, dtype=None):
+    """``jnp.concatenate`` where ``axis`` may be a name every operand carries; other names broadcast.
+
+    >>> import namedarray as nx, jax.numpy as jnp
+    >>> x = nx.wrap(jnp.arange(3), ["t"])
+    >>> nx.concatenate([x, x], axis="t").unwrap(["t"]).tolist()
+    [0, 1, 2, 0, 1, 2]
+    """
+    arrays = tuple(arrays)
+    if isinstance(axis, str):
+        _require_named(arrays, axis, "nx.concatenate")
+        return engine.run(_concat_impl, (axis, dtype, "nx.concatenate"), arrays)
+    return engine.lift(jnp.concatenate, (arrays,), {"axis": axis, "dtype": dtype}, "nx.concatenate")
+
+
+def concat(arrays, /, *, axis: int | str | None = 0):
+    """Array-API spelling of :func:`concatenate`."""
+    return concatenate(arrays, axis=axis)
+
+
+def append(arr, values, axis: int | str | None = None):
+    """``jnp.append``; with a named ``axis``, :func:`concatenate` of the two along that name."""
+    if isinstance(axis, str):
+        return concatenate([arr, values], axis=axis)
+    return engine.lift(jnp.append, (arr, values), {"axis": axis}, "nx.append")
+
+
+def _stack_impl(static, *arrays):
+    name, dtype, where = static
+    out = engine.lift(lambda *xs: jnp.stack(xs, axis=-1, dtype=dtype), arrays, {}, where)
+    return tag(out, -1, name, where)
+
+
+def stack(arrays, axis: int | str = 0, out=None, dtype=None):
+    """``jnp.stack``; a name for ``axis`` stacks along a new named axis.
+
+    >>> import namedarray as nx, jax.numpy as jnp
+    >>> nx.stack([jnp.zeros(2), jnp.ones(2)], axis="layer").named_shape
+    {'layer': 2}
+    """
+    arrays = tuple(arrays)
+    if isinstance(axis, str):
+        for i, a in enumerate(arrays):
+            if isinstance(a, NamedArray) and axis in a.names:
+                raise DuplicateAxisError(f"nx.stack: argument {i} already has an axis {axis!r}")
+        return engine.run(_stack_impl, (axis, dtype, "nx.stack"), arrays)
+    return engine.lift(jnp.stack, (arrays,), {"axis": axis, "dtype": dtype}, "nx.stack")
+
+
+def _take_impl(static, a, indices):
+    name, mode, fill_value, where = static
+    moved = untag(a, name, where=where)
+    out = engine.lift(lambda x, i: jnp.take(x, i, axis=-1, mode=mode, fill_value=fill_value),
+                      (moved, indices), {}, where)
+    rank = len(indices.shape) if hasattr(indices, "shape") else 0
+    return tag(out, -1, name, where) if rank == 1 else out
+
+
+def take(a, indices, axis: int | str | None = None, out=None, mode=None, unique_indices=False,
+         indices_are_sorted=False, fill_value=None):
+    """``jnp.take``; along a named ``axis``, a 1-d index keeps the name (resized), a scalar drops it.
+
+    >>> import namedarray as nx, jax.numpy as jnp
+    >>> x = nx.wrap(jnp.arange(4) * 10, ["t"])
+    >>> nx.take(x, jnp.array([3, 0]), axis="t").unwrap(["t"]).tolist()
+    [30, 0]
+    """
+    if isinstance(axis, str) and isinstance(a, NamedArray):
+        if axis not in a.names:
+            raise AxisSpecError(f"nx.take: the array has no axis {axis!r} (it has {fmt_names(a.names) or 'none'})")
+        shape = getattr(indices, "shape", ())
+        if len(shape) > 1:
+            raise AxisSpecError(f"nx.take along name {axis!r}: indices must be a scalar or 1-d (got shape "
+                                f"{tuple(shape)}); name their axes and pass a NamedArray to gather by name")
+        if not hasattr(indices, "shape"):
+            indices = jnp.asarray(indices)
+        return engine.run(_take_impl, (axis, mode, fill_value, "nx.take"), (a, indices))
+    return engine.lift(jnp.take, (a, indices), dict(axis=axis, mode=mode, unique_indices=unique_indices,
+                                                    indices_are_sorted=indices_are_sorted,
+                                                    fill_value=fill_value), "nx.take")
