@@ -22,6 +22,8 @@ globals().update(_FUNCTIONS)
 
 from . import indexing  # noqa: E402
 from .structural import append, concat, concatenate, stack, take  # noqa: E402
+from .xmap import SerialLoop, serial_loop, xmap  # noqa: E402
+from . import typing  # noqa: E402
 
 from . import methods as _methods  # noqa: E402
 import sys as _sys  # noqa: E402

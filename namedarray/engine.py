@@ -73,7 +73,12 @@ def run(impl: Callable, static: Any, operands: tuple):
     """Run ``impl(static, *operands)``: inline when tracing, else as one cached jitted kernel."""
     if _is_traced(operands):
         stats.traced_calls += 1
-        return impl(static, *operands)
+        out = impl(static, *operands)
+        if _env.current().resources:  # inside nx.xmap with resources: no value may use one twice
+            from .resources import check_created
+
+            check_created(out, static)
+        return out
     env = _env.current()
     key = (impl, static, None if env is _env.EMPTY else env)
     try:

@@ -24,7 +24,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from .errors import AxisNameShadowingError, UnboundAxisError, fmt_names
+from .errors import AxisNameShadowingError, ResourceError, UnboundAxisError, fmt_names
 
 __all__ = ["AxisEnv", "current", "bind", "axis_rules", "EMPTY"]
 
@@ -67,6 +67,11 @@ class AxisEnv:
 
     def size(self, name: str, where: str = "") -> int:
         """The bound size of ``name``, or :class:`UnboundAxisError`."""
+        if name in self.loops:  # computed in chunks by a serial loop: the body only sees one chunk
+            prefix = f"{where}: " if where else ""
+            raise ResourceError(
+                f"{prefix}named axes with loop resources assigned to them cannot be referenced inside the "
+                f"xmapped computation (e.g. in collectives or reductions), but {name!r} violates that rule")
         try:
             return self.sizes[name]
         except KeyError:

@@ -29,6 +29,7 @@ __all__ = [
     "MissingResourceError",
     "PositionalMisuseError",
     "AxisNameShadowingError",
+    "AnnotationError",
 ]
 
 
@@ -86,6 +87,10 @@ class PositionalMisuseError(NamedAxisError, TypeError):
 
 class AxisNameShadowingError(NamedAxisError):
     """An inner ``nx.xmap`` reusing an axis name that an enclosing one binds."""
+
+
+class AnnotationError(NamedAxisError, TypeError):
+    """A value that does not match its ``nx.typing`` annotation (dtype, rank, axis names or sizes)."""
 
 
 def fmt_names(names) -> str:
