@@ -24,6 +24,8 @@ from . import indexing  # noqa: E402
 from .structural import append, concat, concatenate, stack, take  # noqa: E402
 from .xmap import SerialLoop, serial_loop, xmap  # noqa: E402
 from . import typing  # noqa: E402
+from .einsum import einsum  # noqa: E402
+from .contract import dot, inner, matmul, outer, pdot, tensordot, vdot  # noqa: E402
 
 from . import methods as _methods  # noqa: E402
 import sys as _sys  # noqa: E402

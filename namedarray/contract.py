@@ -1,0 +1,441 @@
+"""Contractions: ``dot``, ``tensordot`` and ``pdot`` by name; ``matmul``, ``vdot``, ``inner``, ``outer``.
+
+Named contractions lower straight to ONE ``lax.dot_general`` on the storage arrays, with dimension numbers
+computed from the axis names, followed by at most one transpose into canonical storage order (positional axes
+first, names sorted). Eagerly each is one cached kernel (see :mod:`namedarray.engine`), so a named dot costs
+what ``jnp.dot`` costs.
+
+* ``nx.dot(a, b, axis="k")`` contracts the named axes in ``axis`` (both operands must carry them); every
+  other name broadcasts by name and positional axes broadcast as in ``a * b``: it equals
+  ``nx.sum(a * b, axis="k")``, computed as a contraction. Without ``axis`` it is ``jnp.dot`` on the
+  positional axes, vectorised over names.
+* ``nx.tensordot(a, b, axes)``: ``axes`` is ``jnp.tensordot``'s (an int, or a pair ``(axes_a, axes_b)``),
+  where any entry may be a name instead of a position, or a single name contracted in both operands.
+  Names not contracted broadcast.
+* ``nx.pdot(x, y, axis_name, pos_contract, pos_batch)``: xmap's ``lax.pdot``, i.e.
+  ``psum(dot_general(x, y, (pos_contract, pos_batch)), axis_name)``: positionally an outer product by
+  default, the names in ``axis_name`` summed away.
+* ``nx.matmul`` (``@``), ``nx.vdot``, ``nx.inner``, ``nx.outer``: positional semantics of ``jax.numpy``,
+  vectorised over names.
+
+>>> import namedarray as nx, jax.numpy as jnp
+>>> x = nx.wrap(jnp.ones((2, 3)), ["batch", "k"])
+>>> w = nx.wrap(jnp.ones((3, 4)), ["k", "out"])
+>>> nx.dot(x, w, axis="k").named_shape
+{'batch': 2, 'out': 4}
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Sequence
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+
+from . import engine
+from . import env as _env
+from .array import NamedArray, _make
+from .errors import AxisSizeError, AxisSpecError, DuplicateAxisError, fmt_names
+
+__all__ = ["dot", "vdot", "matmul", "tensordot", "inner", "outer", "pdot"]
+
+
+# --------------------------------------------------------------------------------------------------------
+# The one lowering: labelled storage axes -> lax.dot_general (+ at most one transpose)
+
+
+def _dot_labels(a, a_labels: Sequence[Hashable], b, b_labels: Sequence[Hashable],
+                out_labels: Sequence[Hashable], precision, preferred_element_type):
+    """Contract storage arrays ``a`` and ``b`` whose axes carry (unique) labels, like an einsum.
+
+    A label in both operands and not in ``out_labels`` is contracted; in both and in the output it is a batch
+    axis; in one operand and in the output it is a free axis; in one operand and not in the output it is
+    summed first (``dot_general`` only contracts axes both sides have). The result's axes are ``out_labels``.
+    """
+    out_set = set(out_labels)
+    a_labels, b_labels = list(a_labels), list(b_labels)
+    a_set, b_set = set(a_labels), set(b_labels)
+    drop = tuple(i for i, l in enumerate(a_labels) if l not in out_set and l not in b_set)
+    if drop:
+        a = jnp.sum(a, axis=drop)
+        a_labels = [l for i, l in enumerate(a_labels) if i not in drop]
+        a_set = set(a_labels)
+    drop = tuple(i for i, l in enumerate(b_labels) if l not in out_set and l not in a_set)
+    if drop:
+        b = jnp.sum(b, axis=drop)
+        b_labels = [l for i, l in enumerate(b_labels) if i not in drop]
+        b_set = set(b_labels)
+    contract = [l for l in a_labels if l in b_set and l not in out_set]
+    batch = [l for l in out_labels if l in a_set and l in b_set]
+    dims = ((tuple(a_labels.index(l) for l in contract), tuple(b_labels.index(l) for l in contract)),
+            (tuple(a_labels.index(l) for l in batch), tuple(b_labels.index(l) for l in batch)))
+    if preferred_element_type is None:
+        # as jnp.dot: accumulate and return in the promoted type
+        preferred_element_type = jax.dtypes.result_type(a, b)
+    out = lax.dot_general(a, b, dims, precision=precision, preferred_element_type=preferred_element_type)
+    got = batch + [l for l in a_labels if l not in b_set] + [l for l in b_labels if l not in a_set]
+    perm = tuple(got.index(l) for l in out_labels)
+    if perm != tuple(range(len(perm))):
+        out = lax.transpose(out, perm)
+    return out
+
+
+def _as_named(v: Any) -> NamedArray:
+    return v if type(v) is NamedArray else _make(jnp.asarray(v), ())
+
+
+def _result(out: NamedArray, operands: tuple):
+    """Plain arrays in, plain array out (as every nx operation)."""
+    for v in operands:
+        if type(v) is NamedArray:
+            return out
+    return out.data
+
+
+def _name_tuple(axis: Any, where: str) -> tuple[str, ...]:
+    names = (axis,) if isinstance(axis, str) else tuple(axis)
+    for n in names:
+        if not isinstance(n, str):
+            raise AxisSpecError(f"{where}: axis must be a name or a tuple of names, got {axis!r} (contract "
+                                "positional axes with nx.tensordot, or leave axis out for jnp.dot semantics)")
+    if len(set(names)) != len(names):
+        dup = sorted({n for n in names if names.count(n) > 1})
+        raise DuplicateAxisError(f"{where}: axis {fmt_names(dup)} listed twice in {names!r}")
+    return names
+
+
+def _operand(v: Any) -> Any:
+    if type(v) is NamedArray or isinstance(v, (jax.Array, np.ndarray, np.generic, bool, int, float, complex)):
+        return v
+    return jnp.asarray(v)
+
+
+def _carries(names: Sequence[str], operands: Sequence[NamedArray], where: str) -> None:
+    for n in names:
+        for k, v in enumerate(operands):
+            if n not in v.names:
+                have = fmt_names(v.names) if v.names else "no named axes"
+                raise AxisSpecError(f"{where}: contracting axis {n!r}, but argument {k} does not carry it "
+                                    f"(it has {have})")
+
+
+# --------------------------------------------------------------------------------------------------------
+# dot
+
+
+def _dot_impl(static, a, b):
+    names, precision, preferred_element_type, where = static
+    a, b = _as_named(a), _as_named(b)
+    _carries(names, (a, b), where)
+    engine.join((a, b), where)  # any name with two sizes (contracted ones included) is an error
+    # positional axes broadcast right-aligned, as in a * b; a size-1 axis facing a larger one is squeezed
+    # away (it broadcasts), equal ones become batch axes of the dot_general
+    pa, pb = engine.pos_ndim(a), engine.pos_ndim(b)
+    sa, sb = a.data.shape[:pa], b.data.shape[:pb]
+    n = max(pa, pb)
+    a_lab: list = []
+    b_lab: list = []
+    a_keep = []
+    b_keep = []
+    for j in range(n):
+        ia, ib = j - (n - pa), j - (n - pb)
+        da = sa[ia] if ia >= 0 else None
+        db = sb[ib] if ib >= 0 else None
+        if da is not None and db is not None and da != db and da != 1 and db != 1:
+            raise AxisSizeError(f"{where}: positional shapes {sa} and {sb} do not broadcast (axis {j}: {da} "
+                                f"vs {db}); named dot broadcasts positional axes as a * b does")
+        if da is not None:
+            if da == 1 and db is not None and db != 1:
+                pass  # broadcast: drop it
+            else:
+                a_lab.append(("p", j))
+                a_keep.append(ia)
+        if db is not None:
+            if db == 1 and da is not None and da != 1:
+                pass
+            else:
+                b_lab.append(("p", j))
+                b_keep.append(ib)
+    ad, bd = a.data, b.data
+    if len(a_keep) != pa:
+        ad = ad.reshape(tuple(sa[i] for i in a_keep) + ad.shape[pa:])
+    if len(b_keep) != pb:
+        bd = bd.reshape(tuple(sb[i] for i in b_keep) + bd.shape[pb:])
+    a_lab += [("n", m) for m in a.names]
+    b_lab += [("n", m) for m in b.names]
+    contracted = set(names)
+    out_names = tuple(sorted((set(a.names) | set(b.names)) - contracted))
+    out_lab = [("p", j) for j in range(n)] + [("n", m) for m in out_names]
+    out = _dot_labels(ad, a_lab, bd, b_lab, out_lab, precision, preferred_element_type)
+    return _make(out, out_names)
+
+
+def dot(a: Any, b: Any, axis: str | Sequence[str] | None = None, *, precision: Any = None,
+        preferred_element_type: Any = None):
+    """Dot product: contract the named axes ``axis``; without ``axis``, ``jnp.dot`` lifted over names.
+
+    With ``axis`` (a name or a tuple of names), both operands must carry every name in it; the result is
+    ``nx.sum(a * b, axis=axis)`` (other names broadcast by name, positional axes broadcast as in ``a * b``),
+    computed as a single ``dot_general``. Without it, positional axes follow ``jnp.dot`` and every name
+    broadcasts (a name both operands carry is a batch axis).
+
+    >>> import namedarray as nx, jax.numpy as jnp
+    >>> x = nx.wrap(jnp.arange(6.0).reshape(2, 3), ["b", "k"])
+    >>> v = nx.wrap(jnp.ones(3), ["k"])
+    >>> nx.dot(x, v, axis="k").unwrap(["b"]).tolist()
+    [3.0, 12.0]
+    >>> r = nx.wrap(jnp.ones((4, 3)), ["b", None])  # per b, a positional vector of 3
+    >>> nx.dot(jnp.ones((2, 3)), r).shape  # jnp.dot of (2, 3) and (3,), for each b
+    (2,)
+    """
+    if axis is None:
+        return engine.lift(jnp.dot, (a, b), {"precision": precision,
+                                              "preferred_element_type": preferred_element_type}, "nx.dot")
+    names = _name_tuple(axis, "nx.dot")
+    ops = (_operand(a), _operand(b))
+    return _result(engine.run(_dot_impl, (names, precision, preferred_element_type, "nx.dot"), ops), ops)
+
+
+# --------------------------------------------------------------------------------------------------------
+# tensordot
+
+
+def _axis_ref(ref: Any, v: NamedArray, k: int, where: str):
+    """A normalised axis reference of argument ``k``: a positional index or a name it carries."""
+    if isinstance(ref, str):
+        if ref not in v.names:
+            have = fmt_names(v.names) if v.names else "no named axes"
+            raise AxisSpecError(f"{where}: argument {k} has no axis {ref!r} to contract (it has {have})")
+        return ref
+    p = engine.pos_ndim(v)
+    r = int(ref)
+    if not -p <= r < p:
+        raise AxisSpecError(f"{where}: positional axis {r} is out of bounds for argument {k} with positional "
+                            f"shape {v.shape} (named axes are given by name)")
+    return r % p
+
+
+def _tensordot_impl(static, a, b):
+    axes, precision, preferred_element_type, where = static
+    a, b = _as_named(a), _as_named(b)
+    pa, pb = engine.pos_ndim(a), engine.pos_ndim(b)
+    if isinstance(axes, int):
+        if axes < 0 or axes > pa or axes > pb:
+            raise AxisSpecError(f"{where}: axes={axes} needs that many positional axes in both arguments, "
+                                f"which have positional shapes {a.shape} and {b.shape}")
+        ra, rb = tuple(range(pa - axes, pa)), tuple(range(axes))
+    else:
+        ra = tuple(_axis_ref(r, a, 0, where) for r in axes[0])
+        rb = tuple(_axis_ref(r, b, 1, where) for r in axes[1])
+    for k, refs in enumerate((ra, rb)):
+        if len(set(refs)) != len(refs):
+            raise DuplicateAxisError(f"{where}: argument {k} lists an axis twice in axes={axes!r}")
+
+    def size(v, r):
+        return v.data.shape[r] if isinstance(r, int) else v.data.shape[engine.pos_ndim(v) + v.names.index(r)]
+
+    for x, y in zip(ra, rb):
+        if size(a, x) != size(b, y):
+            raise AxisSizeError(f"{where}: contracting axis {x!r} of argument 0 (size {size(a, x)}) with "
+                                f"axis {y!r} of argument 1 (size {size(b, y)})")
+    a_lab = [("c", ra.index(i)) if i in ra else ("a", i) for i in range(pa)]
+    a_lab += [("c", ra.index(n)) if n in ra else ("n", n) for n in a.names]
+    b_lab = [("c", rb.index(i)) if i in rb else ("b", i) for i in range(pb)]
+    b_lab += [("c", rb.index(n)) if n in rb else ("n", n) for n in b.names]
+    free_a = {n: size(a, n) for n in a.names if n not in ra}
+    free_b = {n: size(b, n) for n in b.names if n not in rb}
+    for n in free_a.keys() & free_b.keys():
+        if free_a[n] != free_b[n]:
+            raise AxisSizeError(f"{where}: axis {n!r} has size {free_a[n]} in argument 0 but size "
+                                f"{free_b[n]} in argument 1")
+    out_names = tuple(sorted(free_a.keys() | free_b.keys()))
+    out_lab = ([("a", i) for i in range(pa) if i not in ra] + [("b", i) for i in range(pb) if i not in rb]
+               + [("n", n) for n in out_names])
+    out = _dot_labels(a.data, a_lab, b.data, b_lab, out_lab, precision, preferred_element_type)
+    return _make(out, out_names)
+
+
+def _normalize_axes(axes: Any, where: str):
+    if isinstance(axes, str):
+        return ((axes,), (axes,))
+    if isinstance(axes, int) and not isinstance(axes, bool):
+        return axes
+    if hasattr(axes, "__index__") and not isinstance(axes, (tuple, list)):
+        return int(axes)
+    if isinstance(axes, (tuple, list)) and len(axes) == 2:
+        pair = []
+        for side in axes:
+            seq = (side,) if isinstance(side, (str, int)) or hasattr(side, "__index__") else tuple(side)
+            pair.append(tuple(s if isinstance(s, str) else int(s) for s in seq))
+        if len(pair[0]) != len(pair[1]):
+            raise AxisSpecError(f"{where}: axes={axes!r} pairs {len(pair[0])} axes of argument 0 with "
+                                f"{len(pair[1])} of argument 1")
+        return tuple(pair)
+    raise AxisSpecError(f"{where}: axes must be an int, an axis name, or a pair (axes_a, axes_b) of axes "
+                        f"(positions or names), got {axes!r}; to contract several names in both arguments "
+                        "use nx.dot(a, b, axis=(...))")
+
+
+def tensordot(a: Any, b: Any, axes: Any = 2, *, precision: Any = None, preferred_element_type: Any = None):
+    """``jnp.tensordot`` where axes may be given by name.
+
+    ``axes`` is an int N (the last N positional axes of ``a`` with the first N of ``b``), a pair
+    ``(axes_a, axes_b)`` whose entries are positions or names (so ``(("k",), (0,))`` contracts ``a``'s named
+    axis ``k`` with ``b``'s first positional axis), or one name that both operands carry. As in NumPy, a
+    pair of two entries means (axis of ``a``, axis of ``b``): ``("k", "j")`` contracts ``a.k`` with ``b.j``.
+    The result's positional axes are ``a``'s uncontracted ones then ``b``'s; names not contracted broadcast
+    by name.
+
+    >>> import namedarray as nx, jax.numpy as jnp
+    >>> x = nx.wrap(jnp.ones((3, 2)), ["k", None])
+    >>> y = jnp.ones((3, 5))
+    >>> nx.tensordot(x, y, axes=(("k",), (0,))).shape
+    (2, 5)
+    """
+    where = "nx.tensordot"
+    ax = _normalize_axes(axes, where)
+    ops = (_operand(a), _operand(b))
+    return _result(engine.run(_tensordot_impl, (ax, precision, preferred_element_type, where), ops), ops)
+
+
+# --------------------------------------------------------------------------------------------------------
+# pdot
+
+
+def _pos_dims(dims: Sequence[int], p: int, k: int, what: str, where: str) -> tuple[int, ...]:
+    out = []
+    for d in dims:
+        if not -p <= d < p:
+            raise AxisSpecError(f"{where}: {what} axis {d} is out of bounds for argument {k} with {p} "
+                                f"positional axes")
+        d %= p
+        if d in out:
+            raise DuplicateAxisError(f"{where}: {what} lists axis {d} of argument {k} twice")
+        out.append(d)
+    return tuple(out)
+
+
+def _pdot_impl(static, x, y):
+    axis_names, pos_contract, pos_batch, precision, preferred_element_type, where = static
+    x, y = _as_named(x), _as_named(y)
+    px, py = engine.pos_ndim(x), engine.pos_ndim(y)
+    cx = _pos_dims(pos_contract[0], px, 0, "pos_contract", where)
+    cy = _pos_dims(pos_contract[1], py, 1, "pos_contract", where)
+    bx = _pos_dims(pos_batch[0], px, 0, "pos_batch", where)
+    by = _pos_dims(pos_batch[1], py, 1, "pos_batch", where)
+    for k, (c, b) in enumerate(((cx, bx), (cy, by))):
+        both = sorted(set(c) & set(b))
+        if both:
+            raise AxisSpecError(f"{where}: axis {both[0]} of argument {k} is both contracted and batched")
+    for what, dx, dy in (("pos_contract", cx, cy), ("pos_batch", bx, by)):
+        if len(dx) != len(dy):
+            raise AxisSpecError(f"{where}: {what} pairs {len(dx)} axes of x with {len(dy)} axes of y")
+        for i, j in zip(dx, dy):
+            if x.data.shape[i] != y.data.shape[j]:
+                raise AxisSizeError(f"{where}: {what} pairs positional axis {i} of x (size "
+                                    f"{x.data.shape[i]}) with axis {j} of y (size {y.data.shape[j]})")
+    engine.join((x, y), where)
+    # a name neither operand carries: psum over it sums identical copies, i.e. multiplies by its bound size
+    scale = 1
+    for n in axis_names:
+        if n not in x.names and n not in y.names:
+            scale *= _env.current().size(n, where)
+    def labels(p, c, b, free):
+        return [("c", c.index(i)) if i in c else ("b", b.index(i)) if i in b else (free, i) for i in range(p)]
+
+    x_lab = labels(px, cx, bx, "x") + [("n", n) for n in x.names]
+    y_lab = labels(py, cy, by, "y") + [("n", n) for n in y.names]
+    out_names = tuple(sorted((set(x.names) | set(y.names)) - set(axis_names)))
+    # dot_general's order: batch, then x's free axes, then y's free axes; names last, sorted
+    out_lab = ([("b", k) for k in range(len(bx))]
+               + [("x", i) for i in range(px) if i not in cx and i not in bx]
+               + [("y", i) for i in range(py) if i not in cy and i not in by]
+               + [("n", n) for n in out_names])
+    out = _dot_labels(x.data, x_lab, y.data, y_lab, out_lab, precision, preferred_element_type)
+    if scale != 1:
+        out = out * jnp.asarray(scale, out.dtype)
+    return _make(out, out_names)
+
+
+def pdot(x: Any, y: Any, axis_name: str | Sequence[str], pos_contract=((), ()), pos_batch=((), ()),
+         precision: Any = None, *, preferred_element_type: Any = None):
+    """xmap's ``lax.pdot``: ``psum(dot_general(x, y, (pos_contract, pos_batch)), axis_name)``.
+
+    Positionally it is ``lax.dot_general`` with the given contracting and batch dimensions (by default none:
+    an outer product; result axes are batch, then ``x``'s free, then ``y``'s free). The names in
+    ``axis_name`` are summed away: contracted when both operands carry them, summed in the one that does
+    otherwise, and, when neither does but an enclosing ``nx.xmap`` binds the name, the result is multiplied
+    by its size (as ``psum`` would); an unbound name is an :class:`~namedarray.errors.UnboundAxisError`.
+    Other names broadcast by name.
+
+    >>> import namedarray as nx, jax.numpy as jnp
+    >>> x = nx.wrap(jnp.ones((3, 8)), {1: "i"})
+    >>> y = nx.wrap(jnp.ones((8, 5)), {0: "i"})
+    >>> nx.pdot(x, y, "i").shape  # == x @ y
+    (3, 5)
+    """
+    where = "nx.pdot"
+    names = _name_tuple(axis_name, where)
+    try:
+        pc = (tuple(int(d) for d in pos_contract[0]), tuple(int(d) for d in pos_contract[1]))
+        pb = (tuple(int(d) for d in pos_batch[0]), tuple(int(d) for d in pos_batch[1]))
+    except (TypeError, IndexError, ValueError):
+        raise AxisSpecError(f"{where}: pos_contract and pos_batch are pairs of sequences of positional axes "
+                            f"((x_axes), (y_axes)), got {pos_contract!r} and {pos_batch!r}") from None
+    ops = (_operand(x), _operand(y))
+    out = engine.run(_pdot_impl, (names, pc, pb, precision, preferred_element_type, where), ops)
+    return _result(out, ops)
+
+
+# --------------------------------------------------------------------------------------------------------
+# Positional products, vectorised over names
+
+
+def matmul(a: Any, b: Any, *, precision: Any = None, preferred_element_type: Any = None):
+    """``jnp.matmul`` on the positional axes, vectorised over names (what ``a @ b`` calls).
+
+    >>> import namedarray as nx, jax.numpy as jnp
+    >>> x = nx.wrap(jnp.ones((4, 2, 3)), ["batch", ...])
+    >>> (x @ jnp.ones((3, 5))).shape, (x @ jnp.ones((3, 5))).named_shape
+    ((2, 5), {'batch': 4})
+    """
+    return engine.lift(jnp.matmul, (a, b), {"precision": precision,
+                                             "preferred_element_type": preferred_element_type}, "nx.matmul")
+
+
+def vdot(a: Any, b: Any, *, precision: Any = None, preferred_element_type: Any = None):
+    """``jnp.vdot`` (conjugate ``a``, flatten the positional axes, dot), vectorised over names.
+
+    >>> import namedarray as nx, jax.numpy as jnp
+    >>> x = nx.wrap(jnp.ones((2, 5)), {0: "left"})
+    >>> nx.vdot(x, jnp.ones(5)).named_shape
+    {'left': 2}
+    """
+    return engine.lift(jnp.vdot, (a, b), {"precision": precision,
+                                           "preferred_element_type": preferred_element_type}, "nx.vdot")
+
+
+def inner(a: Any, b: Any, *, precision: Any = None, preferred_element_type: Any = None):
+    """``jnp.inner`` (contract the last positional axes), vectorised over names.
+
+    >>> import namedarray as nx, jax.numpy as jnp
+    >>> nx.inner(nx.wrap(jnp.ones((2, 3)), ["b", None]), jnp.ones((4, 3))).shape
+    (4,)
+    """
+    return engine.lift(jnp.inner, (a, b), {"precision": precision,
+                                            "preferred_element_type": preferred_element_type}, "nx.inner")
+
+
+def outer(a: Any, b: Any, out: None = None):
+    """``jnp.outer`` (flattened positional outer product), vectorised over names.
+
+    >>> import namedarray as nx, jax.numpy as jnp
+    >>> nx.outer(nx.wrap(jnp.ones((2, 3)), ["b", None]), jnp.ones(4)).shape
+    (3, 4)
+    """
+    if out is not None:
+        raise NotImplementedError("nx.outer: the 'out' argument is not supported (JAX arrays are immutable)")
+    return engine.lift(jnp.outer, (a, b), {}, "nx.outer")
