@@ -273,7 +273,7 @@ def conflict(names, resources: Mapping[str, tuple]) -> tuple[str, str, str] | No
 
 
 def conflict_message(a: str, b: str, r: str, what: str) -> str:
-    return (f"axes {a!r} and {b!r} are both mapped to the resource {_loop_label(r)!r}, but they coincide in "
+    return (f"nx.xmap: axes {a!r} and {b!r} are both mapped to the resource {_loop_label(r)!r}, but they coincide in "
             f"the named shape of {what}; a value cannot be split twice over one resource (map them to "
             "different resources, or reduce one of them first)")
 

@@ -303,7 +303,7 @@ class XMapped:
         full = (cfg.key, ctx) if cfg.key is not None else None
         fn = _CACHE.get(full) if full is not None else self._local_cache.get(ctx)
         if fn is None:
-            fn = jax.jit(functools.partial(_trace, cfg, plan), donate_argnums=cfg.donate_argnums)
+            fn = jax.jit(_named_trace(cfg, plan), donate_argnums=cfg.donate_argnums)
             if full is not None:
                 _CACHE[full] = fn
                 if len(_CACHE) > _CACHE_SIZE:
@@ -333,6 +333,16 @@ class XMapped:
         self._check_backend()
         plan, key = _res.resolve(self._cfg.resources, _WHERE)
         return self._compiled(plan, key, _env.current()).lower(*args)
+
+
+def _named_trace(cfg: _Config, plan: _res.Plan) -> Callable:
+    def call(*args):
+        return _trace(cfg, plan, *args)
+
+    # the compiled module is named after `fun` (jit_xmap_<name>), which is what profiles and HLO dumps show
+    call.__name__ = "xmap_" + "".join(c if c.isalnum() else "_" for c in cfg.name)
+    call.__qualname__ = call.__name__
+    return call
 
 
 def _to_backend(args, backend: str):
