@@ -96,7 +96,7 @@ def _result(out: NamedArray, operands: tuple):
 
 
 def _name_tuple(axis: Any, where: str) -> tuple[str, ...]:
-    names = (axis,) if isinstance(axis, str) else tuple(axis)
+    names = (axis,) if isinstance(axis, str) else tuple(axis) if isinstance(axis, (tuple, list)) else (axis,)
     for n in names:
         if not isinstance(n, str):
             raise AxisSpecError(f"{where}: axis must be a name or a tuple of names, got {axis!r} (contract "
