@@ -33,7 +33,7 @@ import numpy as np
 
 from . import env as _env
 from .array import NamedArray, _make, from_storage, is_named
-from .errors import AxisSpecError, DuplicateAxisError, PositionalMisuseError, fmt_names
+from .errors import AxisSpecError, DuplicateAxisError, PositionalMisuseError, UnboundAxisError, fmt_names
 from .shape import canonical, join_sizes
 
 __all__ = ["run", "elementwise", "reduce", "along", "lift", "normalize_axis", "stats"]
@@ -210,11 +210,16 @@ def normalize_axis(axis, x: NamedArray, where: str, *, allow_unbound: bool = Fal
             if a in names:
                 raise DuplicateAxisError(f"{where}: duplicate value in 'axis': {a!r}")
             if a not in x.names:
+                env = _env.current()
+                if not env.is_bound(a) and a not in env.loops:
+                    raise UnboundAxisError(
+                        f"{where}: unbound axis name {a!r}: the value's named axes are "
+                        f"{fmt_names(x.names) or 'none'} (positional shape {x.shape}) and no enclosing "
+                        "nx.xmap binds it")
+                env.size(a, where)  # a name computed by a serial loop cannot be reduced here
                 if not allow_unbound:
-                    _env.current().size(a, where)  # raises unless bound
                     raise AxisSpecError(f"{where}: the value does not carry axis {a!r} "
                                         f"(it has {fmt_names(x.names) or 'no names'})")
-                _env.current().size(a, where)
             names.append(a)
         elif isinstance(a, (int, np.integer)) and not isinstance(a, bool):
             a = int(a)

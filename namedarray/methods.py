@@ -108,6 +108,7 @@ def _array_ufunc(nx):
         if method == "reduce":
             f = _UFUNC_REDUCE.get(ufunc.__name__)
             if f is not None:
+                kwargs.setdefault("axis", 0)  # ufunc.reduce defaults to the first axis, not all of them
                 return getattr(nx, f)(*inputs, **kwargs)
         return NotImplemented
 
