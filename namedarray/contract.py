@@ -58,14 +58,16 @@ def _dot_labels(a, a_labels: Sequence[Hashable], b, b_labels: Sequence[Hashable]
     out_set = set(out_labels)
     a_labels, b_labels = list(a_labels), list(b_labels)
     a_set, b_set = set(a_labels), set(b_labels)
+    # pre-sums accumulate in the requested type, as the contraction itself does
+    acc = preferred_element_type
     drop = tuple(i for i, l in enumerate(a_labels) if l not in out_set and l not in b_set)
     if drop:
-        a = jnp.sum(a, axis=drop)
+        a = jnp.sum(a, axis=drop, dtype=acc)
         a_labels = [l for i, l in enumerate(a_labels) if i not in drop]
         a_set = set(a_labels)
     drop = tuple(i for i, l in enumerate(b_labels) if l not in out_set and l not in a_set)
     if drop:
-        b = jnp.sum(b, axis=drop)
+        b = jnp.sum(b, axis=drop, dtype=acc)
         b_labels = [l for i, l in enumerate(b_labels) if i not in drop]
         b_set = set(b_labels)
     contract = [l for l in a_labels if l in b_set and l not in out_set]
