@@ -36,7 +36,7 @@ from jax.sharding import AxisType, NamedSharding, PartitionSpec
 
 from . import env as _env
 from .array import NamedArray
-from .errors import DivisibilityError, MissingResourceError, ResourceConflictError, fmt_names
+from .errors import DivisibilityError, MissingResourceError, ResourceConflictError, ResourceError
 
 __all__ = ["SerialLoop", "serial_loop", "in_scope_loops", "current_mesh", "parse_resources", "Plan", "resolve",
            "conflict", "check_created", "constrain", "constrain_named", "storage_spec"]
@@ -183,7 +183,13 @@ _anon_ids = itertools.count()
 def resolve(parsed: Mapping[str, tuple], where: str) -> tuple[Plan, tuple]:
     """Resolve parsed resources against the mesh and loops in scope. Returns (plan, hashable cache key)."""
     outer = _env.current()
-    mesh = outer.mesh if outer.mesh is not None else current_mesh()
+    mesh = current_mesh()
+    if outer.mesh is not None:
+        if mesh is not None and (tuple(mesh.axis_names), tuple(mesh.axis_sizes)) != (
+                tuple(outer.mesh.axis_names), tuple(outer.mesh.axis_sizes)):
+            raise ResourceError(f"{where}: changing the physical mesh is not allowed inside nx.xmap (the enclosing "
+                                f"call runs on {mesh_sizes(outer.mesh)}, this one found {mesh_sizes(mesh)})")
+        mesh = outer.mesh
     loops_in_scope = in_scope_loops()
     mesh_names = tuple(mesh.axis_names) if mesh is not None else ()
     axes: dict[str, tuple[str, ...]] = {}

@@ -455,7 +455,7 @@ class _Ctx:
 
 def _trace(cfg: _Config, plan: _res.Plan, *args):
     """The body of the compiled call (also run inline inside an enclosing nx.xmap)."""
-    matched, arg_tree = _match(cfg.in_tree, cfg.in_leaves, args, "in_axes", cfg.orig_in_axes, len(args))
+    matched, arg_tree = _match(cfg.in_tree, cfg.in_leaves, args, "in_axes", cfg.in_axes, len(args))
     sizes, origin = _infer_sizes(cfg, matched)
     outer = _env.current()
     _res.check_divisible(plan, sizes, _WHERE, origin)
