@@ -324,7 +324,9 @@ def plan(spec: str, layouts: tuple[tuple[tuple[int, ...], tuple[str, ...] | None
         path: Any = False  # nothing to search
     else:
         shapes = [tuple(shape) for shape, _ in layouts]
-        path = opt_einsum.contract_path(subscripts, *shapes, shapes=True, optimize="greedy")[0]
+        # searched here, once per layout; the cached plan keeps it immutable
+        path = tuple(map(tuple, opt_einsum.contract_path(subscripts, *shapes, shapes=True,
+                                                         optimize="greedy")[0]))
     return Plan(subscripts, path, out_names)
 
 
@@ -344,8 +346,8 @@ def _einsum_impl(static, *operands):
             datas.append(v)
             layouts.append((tuple(np.shape(v)), None))
     pl = plan(spec, tuple(layouts))
-    out = jnp.einsum(pl.subscripts, *datas, optimize=pl.path, precision=precision,
-                     preferred_element_type=preferred_element_type)
+    out = jnp.einsum(pl.subscripts, *datas, optimize=pl.path if pl.path is False else list(pl.path),
+                     precision=precision, preferred_element_type=preferred_element_type)
     return _make(out, pl.out_names)
 
 
