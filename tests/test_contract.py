@@ -338,6 +338,14 @@ def test_pdot_names_carried_by_one_operand_or_bound_only(rng):
         nx.pdot(xi, y, "i", pos_contract=((0,), (0,)))
 
 
+def test_pdot_inside_xmap(rng):
+    x, y = _rand(rng, (2, 5, 3)), _rand(rng, (3, 4))
+    # 'r' is bound by the xmap (axis_sizes) and carried by neither operand: psum multiplies by its size
+    f = nx.xmap(lambda x, y: nx.pdot(x, y, ("k", "r")), in_axes=[{0: "b", 2: "k"}, ["k", "m", ...]],
+                out_axes={0: "b", 2: "m"}, axis_sizes={"r": 3})
+    np.testing.assert_allclose(np.asarray(f(x, y)), 3 * np.einsum("bnk,km->bnm", x, y), rtol=1e-5, atol=1e-5)
+
+
 def test_pdot_precision_and_type(rng):
     x = nx.wrap(jnp.ones((3, 4), jnp.bfloat16), ["i", None])
     out = nx.pdot(x, x, "i", pos_contract=((0,), (0,)), preferred_element_type=jnp.float32)

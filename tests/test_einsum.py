@@ -199,6 +199,22 @@ def test_xmap_docstring_regression_loss(rng):
     np.testing.assert_allclose(float(loss), float(ref), rtol=1e-5)
 
 
+def test_xmap_docstring_regression_loss_through_xmap(rng):
+    xb, yb, wb, bb = (_rand(rng, s) for s in [(6, 3), (6, 2), (3, 2), (2,)])
+
+    def regression_loss(x, y, w, b):
+        y_pred = nx.einsum("{in_features},{in_features}->{}", x, w) + b
+        error = nx.sum((y - y_pred) ** 2, axis="out_features")
+        return nx.mean(error, axis="batch")
+
+    loss = nx.xmap(regression_loss,
+                   in_axes=(["batch", "in_features", ...], ["batch", "out_features", ...],
+                            ["in_features", "out_features", ...], ["out_features", ...]),
+                   out_axes={})
+    ref = jnp.mean(jnp.sum((yb - (xb @ wb + bb)) ** 2, axis=1))
+    np.testing.assert_allclose(float(loss(xb, yb, wb, bb)), float(ref), rtol=1e-5)
+
+
 X34 = np.arange(12.0, dtype=np.float32).reshape(3, 4) / 7
 Y45 = np.arange(20.0, dtype=np.float32).reshape(4, 5) / 9
 
