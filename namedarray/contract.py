@@ -196,7 +196,7 @@ def dot(a: Any, b: Any, axis: str | Sequence[str] | None = None, *, precision: A
     if axis is None:
         return engine.lift(jnp.dot, (a, b), {"precision": precision,
                                               "preferred_element_type": preferred_element_type}, "nx.dot")
-    names = _name_tuple(axis, "nx.dot")
+    names = (axis,) if type(axis) is str else _name_tuple(axis, "nx.dot")
     ops = (_operand(a), _operand(b))
     return _result(engine.run(_dot_impl, (names, precision, preferred_element_type, "nx.dot"), ops), ops)
 
@@ -320,6 +320,15 @@ def _pos_dims(dims: Sequence[int], p: int, k: int, what: str, where: str) -> tup
     return tuple(out)
 
 
+_NO_AXES = ((), ())
+
+
+def _pos_pair(dims) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    if dims is _NO_AXES or (type(dims) is tuple and dims == _NO_AXES):  # the default: no conversion
+        return _NO_AXES
+    return tuple(int(d) for d in dims[0]), tuple(int(d) for d in dims[1])
+
+
 def _pdot_impl(static, x, y):
     axis_names, pos_contract, pos_batch, precision, preferred_element_type, where = static
     x, y = _as_named(x), _as_named(y)
@@ -362,7 +371,7 @@ def _pdot_impl(static, x, y):
     return _make(out, out_names)
 
 
-def pdot(x: Any, y: Any, axis_name: str | Sequence[str], pos_contract=((), ()), pos_batch=((), ()),
+def pdot(x: Any, y: Any, axis_name: str | Sequence[str], pos_contract=_NO_AXES, pos_batch=_NO_AXES,
          precision: Any = None, *, preferred_element_type: Any = None):
     """xmap's ``lax.pdot``: ``psum(dot_general(x, y, (pos_contract, pos_batch)), axis_name)``.
 
@@ -380,10 +389,10 @@ def pdot(x: Any, y: Any, axis_name: str | Sequence[str], pos_contract=((), ()), 
     (3, 5)
     """
     where = "nx.pdot"
-    names = _name_tuple(axis_name, where)
+    names = (axis_name,) if type(axis_name) is str else _name_tuple(axis_name, where)
     try:
-        pc = (tuple(int(d) for d in pos_contract[0]), tuple(int(d) for d in pos_contract[1]))
-        pb = (tuple(int(d) for d in pos_batch[0]), tuple(int(d) for d in pos_batch[1]))
+        pc = _pos_pair(pos_contract)
+        pb = _pos_pair(pos_batch)
     except (TypeError, IndexError, ValueError):
         raise AxisSpecError(f"{where}: pos_contract and pos_batch are pairs of sequences of positional axes "
                             f"((x_axes), (y_axes)), got {pos_contract!r} and {pos_batch!r}") from None
