@@ -24,6 +24,9 @@ from . import indexing  # noqa: E402
 from .structural import append, concat, concatenate, stack, take  # noqa: E402
 from .xmap import SerialLoop, serial_loop, xmap  # noqa: E402
 from . import typing  # noqa: E402
+from . import lax, nn, random  # noqa: E402
+from .collectives import (all_gather, all_to_all, axis_index, axis_size, pmax, pmean, pmin,  # noqa: E402
+                          ppermute, pshuffle, psum, psum_scatter)
 from .einsum import einsum  # noqa: E402
 from .contract import dot, inner, matmul, outer, pdot, tensordot, vdot  # noqa: E402
 

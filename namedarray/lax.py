@@ -1,0 +1,76 @@
+"""``nx.lax``: ``jax.lax`` for NamedArrays.
+
+* The collectives over names (:mod:`namedarray.collectives`): ``psum``, ``pmean``, ``pmax``, ``pmin``,
+  ``all_gather``, ``ppermute``, ``pshuffle``, ``psum_scatter``, ``all_to_all``, ``pswapaxes``,
+  ``axis_index``, ``axis_size``, and ``pdot`` (a contraction over names, from :mod:`namedarray.contract`).
+* Control flow and other functions of pytrees (``cond``, ``scan``, ``fori_loop``, ``stop_gradient``, ...)
+  are ``jax.lax``'s own: a NamedArray is a pytree, so they already carry names through.
+* Every other function is ``jax.lax.<f>`` lifted with :func:`namedarray.nmap`: it runs as if vmapped over
+  the named axes of its NamedArray arguments, and its integer axis arguments keep their positional meaning.
+
+>>> import namedarray as nx, jax.numpy as jnp
+>>> x = nx.wrap(jnp.arange(6.0).reshape(2, 3), ["b", ...])
+>>> nx.lax.psum(x, "b").tolist(), nx.lax.cumsum(x, axis=0).named_shape
+([3.0, 5.0, 7.0], {'b': 2})
+"""
+
+from __future__ import annotations
+
+import types
+from typing import Any
+
+import jax
+
+from .collectives import (
+    all_gather,
+    all_to_all,
+    axis_index,
+    axis_size,
+    pmax,
+    pmean,
+    pmin,
+    ppermute,
+    pshuffle,
+    psum,
+    psum_scatter,
+    pswapaxes,
+)
+from .nmap import nmap
+
+__all__ = ["psum", "pmean", "pmax", "pmin", "all_gather", "ppermute", "pshuffle", "psum_scatter",
+           "all_to_all", "pswapaxes", "axis_index", "axis_size", "pdot"]  # noqa: F822 (pdot: lazy)
+
+# jax.lax functions of whole pytrees: they must see NamedArrays (which are pytrees) unlifted, so that
+# function arguments (branches, loop bodies) receive NamedArrays with their names.
+PYTREE_FUNCTIONS = frozenset("""
+cond switch scan fori_loop while_loop map associative_scan custom_root custom_linear_solve stop_gradient
+optimization_barrier platform_dependent
+""".split())
+
+_lifted: dict[str, Any] = {}
+
+
+def __getattr__(name: str) -> Any:
+    if name == "pdot":
+        # Imported on first use: namedarray.contract imports the engine and einsum machinery, and nx.lax
+        # must not depend on it at import time.
+        from .contract import pdot
+
+        globals()["pdot"] = pdot
+        return pdot
+    if name.startswith("_"):
+        raise AttributeError(name)
+    try:
+        obj = getattr(jax.lax, name)
+    except AttributeError:
+        raise AttributeError(f"module 'namedarray.lax' has no attribute {name!r} (nor has jax.lax)") from None
+    if name in PYTREE_FUNCTIONS or isinstance(obj, (type, types.ModuleType)) or not callable(obj):
+        return obj
+    f = _lifted.get(name)
+    if f is None:
+        f = _lifted[name] = nmap(obj)
+    return f
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | {n for n in dir(jax.lax) if not n.startswith("_")} | {"pdot"})

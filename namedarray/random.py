@@ -1,0 +1,455 @@
+"""``nx.random``: ``jax.random`` samplers with named axes.
+
+Every sampler takes jax.random's arguments plus ``named_shape``: a mapping ``{name: size}``, or a sequence of
+names whose sizes an enclosing ``nx.xmap`` binds. The result has positional shape ``shape`` and named shape
+``named_shape`` together with the names of any NamedArray parameter (``p``, ``minval``, ``logits``, ...).
+
+Samples are independent along named axes: the named axes are drawn as extra trailing dimensions of one
+``jax.random`` call, in canonical (sorted) order. So a result never depends on the order the names are
+listed in, is the same eagerly and under ``jit``, and (JAX's partitionable threefry being the default) does
+not depend on how it is sharded. A purely positional ``shape`` gives a value that is the same along every
+name, as in xmap.
+
+A key may itself carry names (e.g. ``nx.random.fold_in(key, nx.axis_index("i"))``, or
+``nx.wrap(jax.random.split(key, 4), ["i"])``): each index then samples with its own key, and ``named_shape``
+may list the key's names with matching sizes.
+
+>>> import jax, namedarray as nx
+>>> x = nx.random.normal(jax.random.key(0), (3,), named_shape={"batch": 4})
+>>> x.shape, x.named_shape
+((3,), {'batch': 4})
+>>> y = nx.random.normal(jax.random.key(0), (3,), named_shape={"batch": 4})
+>>> bool(nx.all(x == y, axis=(0, "batch")))
+True
+
+Other functions of ``jax.random`` are reachable here too: ``key``, ``PRNGKey``, ``key_data``,
+``wrap_key_data``, ``split`` and ``fold_in`` work on keys that carry names; anything else is
+``jax.random.<f>`` lifted with :func:`namedarray.nmap` (positional semantics: with a key that carries no
+names its samples are the same along every name).
+"""
+
+from __future__ import annotations
+
+import types
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from . import engine
+from . import env as _env
+from .array import NamedArray, from_storage
+from .errors import AxisSizeError, AxisSpecError, fmt_names
+from .nmap import nmap
+from .shape import check_name, join_sizes
+
+__all__ = ["key", "PRNGKey", "key_data", "wrap_key_data", "split", "fold_in", "normal", "uniform",
+           "bernoulli", "randint", "truncated_normal", "gumbel", "exponential", "laplace", "logistic",
+           "cauchy", "rademacher", "gamma", "beta", "poisson", "categorical", "permutation"]
+
+NamedShapeLike = Mapping[str, int] | Sequence[str] | str | None
+Shape = Sequence[int] | int | None
+
+key = jax.random.key
+PRNGKey = jax.random.PRNGKey
+key_data = nmap(jax.random.key_data)
+wrap_key_data = nmap(jax.random.wrap_key_data)
+split = nmap(jax.random.split)
+fold_in = nmap(jax.random.fold_in)
+
+_SCALARS = (int, float, bool, np.number, np.bool_)
+
+
+# --------------------------------------------------------------------------------------------------------
+# Arguments
+
+
+def _named_shape(named_shape: NamedShapeLike, where: str) -> dict[str, int]:
+    """``named_shape`` as a dict, sizes of bare names taken from the environment and checked against it."""
+    if named_shape is None:
+        return {}
+    env = _env.current()
+    if isinstance(named_shape, Mapping):
+        out = {}
+        for n, s in named_shape.items():
+            check_name(n, where)
+            if isinstance(s, bool) or not isinstance(s, (int, np.integer)) or s < 0:
+                raise AxisSpecError(f"{where}: the size of axis {n!r} in named_shape must be a non-negative "
+                                    f"int, got {s!r}")
+            out[n] = int(s)
+    else:
+        names = (named_shape,) if isinstance(named_shape, str) else tuple(named_shape)
+        out = {check_name(n, where): env.size(n, where) for n in names}
+    for n, s in out.items():
+        if env.is_bound(n) and env.size(n) != s:
+            raise AxisSizeError(f"{where}: The shape of axis {n} was specified as {s}, but it really is "
+                                f"{env.size(n)} (axis {n!r} is bound by an enclosing nx.xmap)")
+    return out
+
+
+def _shape(shape: Shape, where: str) -> tuple[int, ...] | None:
+    if shape is None:
+        return None
+    if isinstance(shape, (int, np.integer)):
+        return (int(shape),)
+    if isinstance(shape, Mapping):
+        raise AxisSpecError(f"{where}: shape is the positional shape; give named axes as named_shape={{...}}")
+    return tuple(int(s) for s in shape)
+
+
+def _sizes(v: Any) -> dict[str, int] | None:
+    return engine.named_sizes(v) if type(v) is NamedArray else None
+
+
+def _layout(v: Any, sampled: tuple[str, ...], keyed: tuple[str, ...]):
+    """(storage of ``v`` laid out as (positional..., ``sampled`` names with size 1 where absent, the
+    ``keyed`` names it carries), those keyed names) so that one jax.random call broadcasts it against the
+    sample shape (positional..., sampled sizes) and the keyed names can be vmapped away."""
+    if v is None or isinstance(v, _SCALARS):
+        return v, None
+    if type(v) is not NamedArray:
+        d = jnp.asarray(v)
+        return d.reshape(d.shape + (1,) * len(sampled)), None
+    d = v.data
+    p = d.ndim - len(v.names)
+    sizes = engine.named_sizes(v)
+    sv = [n for n in sampled if n in sizes]
+    kv = tuple(n for n in keyed if n in sizes)
+    perm = list(range(p)) + [p + v.names.index(n) for n in sv] + [p + v.names.index(n) for n in kv]
+    if perm != list(range(d.ndim)):
+        d = jnp.transpose(d, perm)
+    d = d.reshape(d.shape[:p] + tuple(sizes.get(n, 1) for n in sampled) + tuple(sizes[n] for n in kv))
+    return d, kv
+
+
+def _vmap_names(f, flags: Sequence[tuple[str, ...] | None], names: tuple[str, ...]):
+    """``f`` vmapped over ``names`` (each operand carries its names last, sorted; outputs likewise)."""
+    for name in names:
+        in_axes = tuple(-1 if (fl is not None and name in fl) else None for fl in flags)
+        f = jax.vmap(f, in_axes=in_axes, out_axes=-1)
+    return f
+
+
+def _key_parts(k: Any) -> tuple[Any, tuple[str, ...]]:
+    if type(k) is NamedArray:
+        return k.data, k.names
+    return k, ()
+
+
+def _plan(k: Any, params: Sequence[Any], named: Mapping[str, int], where: str, labels: Sequence[str]):
+    """(sampled names, keyed names, every size) for a key, parameters and a requested named shape."""
+    labels = ["named_shape", "the key"] + [f"argument {n!r}" for n in labels]
+    sizes = join_sizes([named, _sizes(k), *[_sizes(v) for v in params]], where, labels)
+    keyed = k.names if type(k) is NamedArray else ()
+    sampled = tuple(sorted(n for n in sizes if n not in keyed))
+    return sampled, keyed, sizes
+
+
+# --------------------------------------------------------------------------------------------------------
+# Samplers with a shape
+
+
+def _sample_impl(static, k, *arrays):
+    fn, shape, named, slots, kwargs, where = static
+    # parameters in their declared order: Python scalars were kept static, arrays came as operands
+    names = [n for n, _ in slots]
+    it = iter(arrays)
+    values = [next(it) if s is _ARRAY else s for _, s in slots]
+    sampled, keyed, sizes = _plan(k, values, dict(named), where, names)
+    laid = [_layout(v, sampled, keyed) for v in values]
+    if shape is None:
+        pshape = np.broadcast_shapes(*[v.shape if type(v) is NamedArray else np.shape(v) for v in values])
+    else:
+        pshape = shape
+    full = tuple(pshape) + tuple(sizes[n] for n in sampled)
+    kdata, _ = _key_parts(k)
+
+    def draw(kd, *datas):
+        return fn(kd, **dict(zip(names, datas)), shape=full, **dict(kwargs))
+
+    flags = [keyed] + [fl for _, fl in laid]
+    out = _vmap_names(draw, flags, keyed)(kdata, *[d for d, _ in laid])
+    return from_storage(out, sampled + keyed, where)
+
+
+class _ArraySlot:
+    """Marks a parameter passed as an operand (an array) rather than as static configuration."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "<array>"
+
+
+_ARRAY = _ArraySlot()
+
+
+def _sample(name: str, k: Any, params: Mapping[str, Any], shape: Shape, named_shape: NamedShapeLike,
+            kwargs: Mapping[str, Any]) -> Any:
+    where = f"nx.random.{name}"
+    fn = getattr(jax.random, name)
+    named = _named_shape(named_shape, where)
+    shape = _shape(shape, where)
+    kwargs = {n: v for n, v in kwargs.items() if v is not None}
+    if not named and type(k) is not NamedArray and not any(type(v) is NamedArray for v in params.values()):
+        # nothing named: exactly jax.random
+        return fn(k, **params, **({} if shape is None else {"shape": shape}), **kwargs)
+    slots = tuple((n, v if isinstance(v, _SCALARS) else _ARRAY) for n, v in params.items())
+    arrays = tuple(v for v in params.values() if not isinstance(v, _SCALARS))
+    static = (fn, shape, tuple(sorted(named.items())), slots, tuple(sorted(kwargs.items())), where)
+    return engine.run(_sample_impl, static, (k, *arrays))
+
+
+def normal(key: Any, shape: Shape = (), dtype: Any = None, *, named_shape: NamedShapeLike = None) -> Any:
+    """Standard normal samples of positional ``shape`` and named shape ``named_shape``.
+
+    >>> import jax, namedarray as nx
+    >>> nx.random.normal(jax.random.key(0), named_shape={"i": 3}).named_shape
+    {'i': 3}
+    """
+    return _sample("normal", key, {}, shape, named_shape, {"dtype": dtype})
+
+
+def uniform(key: Any, shape: Shape = (), dtype: Any = None, minval: Any = 0.0, maxval: Any = 1.0, *,
+            named_shape: NamedShapeLike = None) -> Any:
+    """Uniform samples in ``[minval, maxval)``; the bounds may be NamedArrays (their names join in).
+
+    >>> import jax, jax.numpy as jnp, namedarray as nx
+    >>> hi = nx.wrap(jnp.array([1.0, 10.0]), ["scale"])
+    >>> nx.random.uniform(jax.random.key(0), (5,), maxval=hi).named_shape
+    {'scale': 2}
+    """
+    return _sample("uniform", key, {"minval": minval, "maxval": maxval}, shape, named_shape, {"dtype": dtype})
+
+
+def bernoulli(key: Any, p: Any = 0.5, shape: Shape = None, *, named_shape: NamedShapeLike = None) -> Any:
+    """Boolean samples that are True with probability ``p`` (a scalar, array or NamedArray).
+
+    >>> import jax, namedarray as nx
+    >>> nx.random.bernoulli(jax.random.key(0), 0.5, (2,), named_shape={"i": 3}).named_shape
+    {'i': 3}
+    """
+    return _sample("bernoulli", key, {"p": p}, shape, named_shape, {})
+
+
+def randint(key: Any, shape: Shape, minval: Any, maxval: Any, dtype: Any = None, *,
+            named_shape: NamedShapeLike = None) -> Any:
+    """Integers in ``[minval, maxval)``.
+
+    >>> import jax, namedarray as nx
+    >>> x = nx.random.randint(jax.random.key(0), (), 0, 10, named_shape={"i": 100})
+    >>> bool(nx.all((x >= 0) & (x < 10), axis="i"))
+    True
+    """
+    return _sample("randint", key, {"minval": minval, "maxval": maxval}, shape, named_shape, {"dtype": dtype})
+
+
+def truncated_normal(key: Any, lower: Any, upper: Any, shape: Shape = None, dtype: Any = None, *,
+                     named_shape: NamedShapeLike = None) -> Any:
+    """Standard normal samples truncated to ``(lower, upper)``.
+
+    >>> import jax, namedarray as nx
+    >>> x = nx.random.truncated_normal(jax.random.key(0), -1.0, 1.0, named_shape={"i": 50})
+    >>> bool(nx.all(nx.abs(x) < 1, axis="i"))
+    True
+    """
+    return _sample("truncated_normal", key, {"lower": lower, "upper": upper}, shape, named_shape,
+                   {"dtype": dtype})
+
+
+def gumbel(key: Any, shape: Shape = (), dtype: Any = None, mode: str | None = None, *,
+           named_shape: NamedShapeLike = None) -> Any:
+    """Standard Gumbel samples.
+
+    >>> import jax, namedarray as nx
+    >>> nx.random.gumbel(jax.random.key(0), (2,), named_shape={"i": 3}).shape
+    (2,)
+    """
+    return _sample("gumbel", key, {}, shape, named_shape, {"dtype": dtype, "mode": mode})
+
+
+def _simple(name: str):
+    def f(key: Any, shape: Shape = (), dtype: Any = None, *, named_shape: NamedShapeLike = None) -> Any:
+        return _sample(name, key, {}, shape, named_shape, {"dtype": dtype})
+
+    f.__name__ = f.__qualname__ = name
+    f.__doc__ = (f"``jax.random.{name}`` samples of positional ``shape`` and named shape ``named_shape``.\n\n"
+                 f"    >>> import jax, namedarray as nx\n"
+                 f"    >>> nx.random.{name}(jax.random.key(0), (2,), named_shape={{'i': 3}}).named_shape\n"
+                 f"    {{'i': 3}}\n")
+    return f
+
+
+exponential = _simple("exponential")
+laplace = _simple("laplace")
+logistic = _simple("logistic")
+cauchy = _simple("cauchy")
+
+
+def rademacher(key: Any, shape: Shape = (), dtype: Any = None, *, named_shape: NamedShapeLike = None) -> Any:
+    """Random signs (-1 or +1), each with probability 1/2.
+
+    >>> import jax, namedarray as nx
+    >>> nx.random.rademacher(jax.random.key(0), (2,), named_shape={"i": 3}).named_shape
+    {'i': 3}
+    """
+    return _sample("rademacher", key, {}, shape, named_shape, {"dtype": dtype})
+
+
+def gamma(key: Any, a: Any, shape: Shape = None, dtype: Any = None, *,
+          named_shape: NamedShapeLike = None) -> Any:
+    """Gamma samples with concentration ``a`` (a scalar, array or NamedArray).
+
+    >>> import jax, namedarray as nx
+    >>> nx.random.gamma(jax.random.key(0), 2.0, named_shape={"i": 3}).named_shape
+    {'i': 3}
+    """
+    return _sample("gamma", key, {"a": a}, shape, named_shape, {"dtype": dtype})
+
+
+def beta(key: Any, a: Any, b: Any, shape: Shape = None, dtype: Any = None, *,
+         named_shape: NamedShapeLike = None) -> Any:
+    """Beta samples with parameters ``a`` and ``b``.
+
+    >>> import jax, namedarray as nx
+    >>> nx.random.beta(jax.random.key(0), 2.0, 3.0, named_shape={"i": 3}).named_shape
+    {'i': 3}
+    """
+    return _sample("beta", key, {"a": a, "b": b}, shape, named_shape, {"dtype": dtype})
+
+
+def poisson(key: Any, lam: Any, shape: Shape = None, dtype: Any = None, *,
+            named_shape: NamedShapeLike = None) -> Any:
+    """Poisson samples with rate ``lam``.
+
+    >>> import jax, namedarray as nx
+    >>> nx.random.poisson(jax.random.key(0), 3.0, named_shape={"i": 3}).named_shape
+    {'i': 3}
+    """
+    return _sample("poisson", key, {"lam": lam}, shape, named_shape, {"dtype": dtype})
+
+
+# --------------------------------------------------------------------------------------------------------
+# Samplers along an axis
+
+
+def _categorical_impl(static, k, logits):
+    axis, shape, named, kwargs, where = static
+    if type(logits) is not NamedArray:
+        logits = NamedArray(jnp.asarray(logits))
+    if isinstance(axis, str):
+        if axis not in logits.names:
+            raise AxisSpecError(f"{where}: the logits do not carry axis {axis!r} (they have "
+                                f"{fmt_names(logits.names) or 'no names'})")
+        from .wrapping import untag
+
+        logits = untag(logits, axis, where=where)
+        a = logits.ndim - 1
+    else:
+        a = _positional_axis(axis, logits.ndim, where)
+    sampled, keyed, sizes = _plan(k, [logits], dict(named), where, ["logits"])
+    d, fl = _layout(logits, sampled, keyed)
+    batch = logits.shape[:a] + logits.shape[a + 1:]
+    full = (batch if shape is None else shape) + tuple(sizes[n] for n in sampled)
+    kdata, _ = _key_parts(k)
+
+    def draw(kd, ld):
+        return jax.random.categorical(kd, ld, axis=a, shape=full, **dict(kwargs))
+
+    out = _vmap_names(draw, [keyed, fl], keyed)(kdata, d)
+    return from_storage(out, sampled + keyed, where)
+
+
+def _positional_axis(axis: Any, p: int, where: str) -> int:
+    if isinstance(axis, bool) or not isinstance(axis, (int, np.integer)) or not -p <= axis < p:
+        raise AxisSpecError(f"{where}: axis={axis!r} is out of range for {p} positional axes (give a name to "
+                            "act along a named axis)")
+    return int(axis) % p
+
+
+def categorical(key: Any, logits: Any, axis: int | str = -1, shape: Shape = None, replace: bool = True,
+                mode: str | None = None, *, named_shape: NamedShapeLike = None) -> Any:
+    """Sample indices along ``axis`` of ``logits`` (a position or a name, which leaves the result).
+
+    >>> import jax, jax.numpy as jnp, namedarray as nx
+    >>> logits = nx.wrap(jnp.log(jnp.array([[0.0, 1.0], [1.0, 0.0]])), ["batch", "classes"])
+    >>> nx.random.categorical(jax.random.key(0), logits, axis="classes").unwrap(["batch"]).tolist()
+    [1, 0]
+    """
+    where = "nx.random.categorical"
+    named = _named_shape(named_shape, where)
+    shape = _shape(shape, where)
+    kwargs = {"replace": replace, **({"mode": mode} if mode is not None else {})}
+    if not named and not isinstance(axis, str) and NamedArray not in (type(key), type(logits)):
+        return jax.random.categorical(key, logits, axis=axis, shape=shape, **kwargs)
+    static = (axis, shape, tuple(sorted(named.items())), tuple(sorted(kwargs.items())), where)
+    return engine.run(_categorical_impl, static, (key, logits))
+
+
+def _permutation_impl(static, k, x):
+    axis, independent, where = static
+    sampled, keyed, _ = _plan(k, [x], {}, where, ["x"])
+    d, fl = _layout(x, sampled, keyed)
+    p = x.ndim
+    a = p + sampled.index(axis) if isinstance(axis, str) else _positional_axis(axis, p, where)
+    if isinstance(axis, str) and axis not in sampled:
+        raise AxisSpecError(f"{where}: cannot permute along {axis!r}, which the key carries")
+    kdata, _ = _key_parts(k)
+
+    def draw(kd, xd):
+        return jax.random.permutation(kd, xd, axis=a, independent=independent)
+
+    out = _vmap_names(draw, [keyed, fl], keyed)(kdata, d)
+    return from_storage(out, sampled + keyed, where)
+
+
+def permutation(key: Any, x: Any, axis: int | str = 0, independent: bool = False) -> Any:
+    """Shuffle ``x`` along ``axis`` (a position or a name); an int ``x`` permutes ``arange(x)``.
+
+    Without ``independent`` one permutation is applied to every slice, named or positional; with it every
+    slice is shuffled independently.
+
+    >>> import jax, jax.numpy as jnp, namedarray as nx
+    >>> x = nx.wrap(jnp.arange(5), ["i"])
+    >>> sorted(nx.random.permutation(jax.random.key(0), x, axis="i").unwrap(["i"]).tolist())
+    [0, 1, 2, 3, 4]
+    """
+    where = "nx.random.permutation"
+    if type(x) is not NamedArray and type(key) is not NamedArray and not isinstance(axis, str):
+        return jax.random.permutation(key, x, axis=axis, independent=independent)
+    if isinstance(x, (int, np.integer)):
+        x = jnp.arange(int(x))
+    if type(x) is not NamedArray:
+        x = NamedArray(jnp.asarray(x))
+    if isinstance(axis, str) and axis not in x.names:
+        raise AxisSpecError(f"{where}: the value does not carry axis {axis!r} (it has "
+                            f"{fmt_names(x.names) or 'no names'})")
+    return engine.run(_permutation_impl, (axis, bool(independent), where), (key, x))
+
+
+# --------------------------------------------------------------------------------------------------------
+# Everything else in jax.random
+
+_lifted: dict[str, Any] = {}
+
+
+def __getattr__(name: str) -> Any:
+    if name.startswith("_"):
+        raise AttributeError(name)
+    try:
+        obj = getattr(jax.random, name)
+    except AttributeError:
+        raise AttributeError(f"module 'namedarray.random' has no attribute {name!r} (neither has "
+                             "jax.random)") from None
+    if isinstance(obj, (type, types.ModuleType)) or not callable(obj):
+        return obj
+    f = _lifted.get(name)
+    if f is None:
+        f = _lifted[name] = nmap(obj)
+    return f
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | {n for n in dir(jax.random) if not n.startswith("_")})
