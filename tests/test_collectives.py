@@ -378,3 +378,59 @@ def test_bad_axis_arguments():
         nx.psum(x, None)
     with pytest.raises(errors.AxisSpecError, match="out of range for a scalar"):
         nx.psum(1, 0)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The nx.lax namespace, and the collectives inside nx.xmap (xmap.md §3.2)
+
+
+def test_lax_namespace():
+    assert nx.lax.psum is nx.psum and nx.lax.all_to_all is nx.all_to_all and nx.lax.pdot is nx.pdot
+    assert nx.lax.Precision is jax.lax.Precision
+    x = nx.wrap(jnp.arange(6.0).reshape(2, 3), ["b", ...])
+    # any other jax.lax function is lifted: integer axes stay positional, names are batch axes
+    c = nx.lax.cumsum(x, axis=0)
+    assert c.named_shape == {"b": 2}
+    np.testing.assert_array_equal(c.unwrap(["b", ...]), np.cumsum(np.arange(6.0).reshape(2, 3), axis=1))
+    # control flow sees NamedArrays (pytrees) with their names, so named ops work in branches and bodies
+    out = nx.lax.cond(True, lambda v: nx.psum(v, "b"), lambda v: nx.pmax(v, "b"), x)
+    np.testing.assert_array_equal(out.data, [3.0, 5.0, 7.0])
+    total, _ = nx.lax.scan(lambda carry, v: (carry + nx.psum(v, "b"), None), nx.wrap(jnp.zeros(())),
+                           nx.wrap(jnp.ones((4, 2)), [None, "b"]))
+    assert float(total) == 8.0
+    swapped = nx.lax.pswapaxes(nx.wrap(jnp.arange(4).reshape(2, 2), ["b", ...]), "b", 0)
+    assert swapped.unwrap(["b", ...]).tolist() == [[0, 2], [1, 3]]
+    with pytest.raises(AttributeError, match="no_such_function"):
+        nx.lax.no_such_function  # noqa: B018
+
+
+def test_inside_xmap():
+    lax = nx.lax
+    # testCollectiveReduce
+    a = jnp.arange(6.0).reshape(2, 3)
+    f = nx.xmap(lambda a, b: (lax.psum(a * 2, "a"), b * 4), in_axes=(["a", "b", ...], {0: "c"}),
+                out_axes=(["b", ...], {0: "c"}))
+    r1, r2 = f(a, jnp.arange(5.0))
+    np.testing.assert_array_equal(r1, (a * 2).sum(0))
+    np.testing.assert_array_equal(r2, jnp.arange(5.0) * 4)
+    # testCollectiveOverNoName, under jit
+    g = jax.jit(nx.xmap(lambda x: lax.psum(x ** 2, "i"), in_axes={}, out_axes={}, axis_sizes={"i": 4}))
+    assert int(g(jnp.array(2))) == 16
+    # testCollectiveAllGather
+    x = jnp.arange(4, dtype=jnp.int32)
+    h = nx.xmap(lambda x: lax.all_gather(x, "i") + lax.axis_index("i"), ["i", ...], ["i", ...])
+    np.testing.assert_array_equal(h(x), x[None] + x[None].T)
+    # the tutorial's pshuffle, and testControlFlow (a collective inside fori_loop)
+    rev = nx.xmap(lambda x: lax.pshuffle(x, "i", list(reversed(range(8)))), ["i", ...], ["i", ...])
+    np.testing.assert_array_equal(rev(jnp.arange(8)), np.arange(8)[::-1])
+    body = lambda _, v: lax.pmean(v, "i") + v
+    loop = nx.xmap(lambda x: lax.fori_loop(0, 3, body, x), ["i", ...], ["i", ...])
+    ref = np.arange(5.0)
+    for _ in range(3):
+        ref = ref.mean() + ref
+    np.testing.assert_allclose(loop(jnp.arange(5.0)), ref)
+    # testReduceScatter1d
+    y = jnp.arange(6.0).reshape(2, 3)
+    rs = nx.xmap(lambda v: lax.psum_scatter(v, "i", scatter_dimension=0, tiled=True), in_axes=[None, None],
+                 out_axes=["i", None, None], axis_sizes={"i": 2})
+    np.testing.assert_array_equal(rs(y), 2 * y.reshape(2, 1, 3))

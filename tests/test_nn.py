@@ -250,3 +250,17 @@ def test_glu_and_lifted_rest():
     assert att.named_shape == {"b": 2} and att.shape == (3, 1, 4)
     np.testing.assert_allclose(att.unwrap(["b", ...]), jax.nn.dot_product_attention(q.unwrap(["b", ...]),
                                q.unwrap(["b", ...]), q.unwrap(["b", ...])), rtol=1e-5)
+
+
+def test_inside_xmap():
+    # xmap's testOneHot and testOneHotAxisSizeMismatch with the real adapter; jax.nn.relu passed directly
+    f = nx.xmap(lambda _: nx.nn.one_hot(jnp.array([1, 2, 0]), 3, axis="i"), ["i", ...], ["i", ...])
+    np.testing.assert_array_equal(f(jnp.ones(3)), np.array([[0, 1, 0], [0, 0, 1], [1, 0, 0]]).T)
+    with pytest.raises(errors.AxisSizeError, match="to match the size of axis i, but 3 != 5"):
+        f(jnp.ones(5))
+    np.testing.assert_array_equal(nx.xmap(jax.nn.relu, ["i", ...], ["i", ...])(jnp.arange(-2.0, 2.0)),
+                                  [0.0, 0.0, 0.0, 1.0])
+    # the xmap docstring's example that multi-character names broke
+    spec = ["out_features", ...]
+    sm = nx.xmap(lambda x: nx.nn.softmax(x, axis="out_features"), spec, spec)
+    np.testing.assert_allclose(sm(jnp.zeros((4, 2))), np.full((4, 2), 0.25))

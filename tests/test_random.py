@@ -174,3 +174,18 @@ def test_plain_calls_are_jax_random_and_lifted_rest():
     # another jax.random function is lifted over the names of its arguments (here, the key's)
     c = nx.random.choice(nx.wrap(jax.random.split(KEY, 3), ["b"]), 10, (2,))
     assert c.named_shape == {"b": 3} and c.shape == (2,)
+
+
+def test_inside_xmap():
+    # xmap's testSamplerSharding with the real adapter: named sizes come from the binding
+    def sample(named_shape):
+        return lambda: nx.random.uniform(KEY, (3,), named_shape=named_shape)
+
+    out = nx.xmap(sample(["i"]), in_axes=(), out_axes=[None, "i", ...], axis_sizes={"i": 4})()
+    assert out.shape == (3, 4) and len({tuple(np.asarray(out[:, j]).tolist()) for j in range(4)}) == 4
+    eager = nx.random.uniform(KEY, (3,), named_shape={"i": 4})
+    np.testing.assert_array_equal(out, nx.unwrap(eager, [None, "i"]))
+    g = nx.xmap(sample({"i": 4}), in_axes=(), out_axes=[None, "i", ...], axis_sizes={"i": 5})
+    with pytest.raises(errors.AxisSizeError,
+                       match="The shape of axis i was specified as 4, but it really is 5"):
+        g()
