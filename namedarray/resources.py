@@ -27,6 +27,7 @@ import itertools
 import math
 import os
 import sys
+import types
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -38,7 +39,8 @@ from . import env as _env
 from .array import NamedArray
 from .errors import DivisibilityError, MissingResourceError, ResourceConflictError, ResourceError
 
-__all__ = ["SerialLoop", "serial_loop", "in_scope_loops", "current_mesh", "parse_resources", "Plan", "resolve",
+__all__ = ["SerialLoop", "serial_loop", "in_scope_loops", "current_mesh", "parse_resources", "Plan",
+           "resolve",
            "conflict", "check_created", "constrain", "constrain_named", "storage_spec"]
 
 
@@ -69,7 +71,8 @@ class SerialLoop:
         return f"SerialLoop({self.length})"
 
 
-_LOOPS: contextvars.ContextVar[Mapping[str, int]] = contextvars.ContextVar("namedarray_loops", default={})
+_LOOPS: contextvars.ContextVar[Mapping[str, int]] = contextvars.ContextVar(
+    "namedarray_loops", default=types.MappingProxyType({}))
 
 
 @contextlib.contextmanager
@@ -187,8 +190,9 @@ def resolve(parsed: Mapping[str, tuple], where: str) -> tuple[Plan, tuple]:
     if outer.mesh is not None:
         if mesh is not None and (tuple(mesh.axis_names), tuple(mesh.axis_sizes)) != (
                 tuple(outer.mesh.axis_names), tuple(outer.mesh.axis_sizes)):
-            raise ResourceError(f"{where}: changing the physical mesh is not allowed inside nx.xmap (the enclosing "
-                                f"call runs on {mesh_sizes(outer.mesh)}, this one found {mesh_sizes(mesh)})")
+            raise ResourceError(f"{where}: changing the physical mesh is not allowed inside nx.xmap (the "
+                                f"enclosing call runs on {mesh_sizes(outer.mesh)}, this one found "
+                                f"{mesh_sizes(mesh)})")
         mesh = outer.mesh
     loops_in_scope = in_scope_loops()
     mesh_names = tuple(mesh.axis_names) if mesh is not None else ()
@@ -279,9 +283,9 @@ def conflict(names, resources: Mapping[str, tuple]) -> tuple[str, str, str] | No
 
 
 def conflict_message(a: str, b: str, r: str, what: str) -> str:
-    return (f"nx.xmap: axes {a!r} and {b!r} are both mapped to the resource {_loop_label(r)!r}, but they coincide in "
-            f"the named shape of {what}; a value cannot be split twice over one resource (map them to "
-            "different resources, or reduce one of them first)")
+    return (f"nx.xmap: axes {a!r} and {b!r} are both mapped to the resource {_loop_label(r)!r}, but they "
+            f"coincide in the named shape of {what}; a value cannot be split twice over one resource (map "
+            "them to different resources, or reduce one of them first)")
 
 
 _PKG_DIR = os.path.dirname(os.path.abspath(__file__))
@@ -340,7 +344,7 @@ def constrain(data, spec: PartitionSpec, mesh):
 
 
 def constrain_named(x: NamedArray, plan: Plan, mesh, resources: Mapping[str, tuple]) -> NamedArray:
-    """``x`` with its storage constrained by xmap's rule: split dims of resourced names, replicate the rest."""
+    """``x`` with its storage constrained by xmap's rule: split resourced names' dims, replicate the rest."""
     spec = storage_spec(x.data.ndim, x.names, lambda n: plan.mesh_axes(n, resources))
     out = object.__new__(NamedArray)
     out.data = constrain(x.data, spec, mesh)

@@ -38,6 +38,7 @@ import numpy as np
 
 from .array import NamedArray
 from .errors import AnnotationError
+from .xmap import LOOP_CHUNK_SUFFIX
 
 __all__ = ["ArrayType", "DType", "check", "Any", "Array", "bool_", "i8", "i16", "i32", "i64", "u8", "u16",
            "u32", "u64", "bf16", "f16", "f32", "f64", "c64", "c128"]
@@ -82,7 +83,8 @@ class ArrayType:
                 and self.named == other.named)
 
     def __hash__(self) -> int:
-        return hash((self.dtype_name, self.shape, None if self.named is None else tuple(sorted(self.named.items()))))
+        named = None if self.named is None else tuple(sorted(self.named.items()))
+        return hash((self.dtype_name, self.shape, named))
 
     def matches(self, value: Any) -> bool:
         """Whether ``value`` fits (dimension variables are free: each is bound by its first use)."""
@@ -95,11 +97,13 @@ class ArrayType:
     def __instancecheck__(self, value: Any) -> bool:
         return self.matches(value)
 
-    def verify(self, value: Any, label: str, bindings: dict[str, tuple[int, str]], where: str = "nx.typing") -> None:
+    def verify(self, value: Any, label: str, bindings: dict[str, tuple[int, str]],
+               where: str = "nx.typing") -> None:
         """Raise :class:`AnnotationError` unless ``value`` fits; binds dimension variables in ``bindings``."""
         shape, named, dtype = _describe(value)
         if shape is None:
-            raise AnnotationError(f"{where}: {label} is a {type(value).__name__}, not an array; expected {self!r}")
+            raise AnnotationError(
+                f"{where}: {label} is a {type(value).__name__}, not an array; expected {self!r}")
         if self.dtype is not None and dtype != self.dtype:
             raise AnnotationError(f"{where}: {label} has dtype {dtype}, expected {self.dtype_name} "
                                   f"({np.dtype(self.dtype)}) (annotation {self!r})")
@@ -109,13 +113,13 @@ class ArrayType:
             missing = [n for n in self.named if n not in named]
             if missing:
                 raise AnnotationError(
-                    f"{where}: {label} lacks named axis {missing[0]!r} (it has named shape {dict(named)}, the "
-                    f"annotation {self!r} expects {{{', '.join(repr(n) for n in self.named)}}})")
+                    f"{where}: {label} lacks named axis {missing[0]!r} (it has named shape {dict(named)}, "
+                    f"the annotation {self!r} expects {{{', '.join(repr(n) for n in self.named)}}})")
             extra = [n for n in named if n not in self.named]
             if extra:
                 raise AnnotationError(
-                    f"{where}: {label} has named axis {extra[0]!r} (size {named[extra[0]]}) that the annotation "
-                    f"{self!r} does not allow (write `...` as the named part to allow any names)")
+                    f"{where}: {label} has named axis {extra[0]!r} (size {named[extra[0]]}) that the "
+                    f"annotation {self!r} does not allow (write `...` as the named part to allow any names)")
             for n, d in self.named.items():
                 _match_dim(d, named[n], f"named axis {n!r}", label, bindings, self, where)
 
@@ -140,7 +144,8 @@ class ArrayType:
             _match_dim(d, shape[axis], f"positional axis {axis}", label, bindings, self, where)
 
 
-def _match_dim(expected: Any, actual: int, axis: str, label: str, bindings, ann: ArrayType, where: str) -> None:
+def _match_dim(expected: Any, actual: int, axis: str, label: str, bindings, ann: ArrayType,
+               where: str) -> None:
     if expected is None or expected is Any or expected is Ellipsis:
         return
     if isinstance(expected, str):
@@ -149,17 +154,21 @@ def _match_dim(expected: Any, actual: int, axis: str, label: str, bindings, ann:
             bindings[expected] = (actual, f"{label} {axis}")
         elif prev[0] != actual:
             raise AnnotationError(
-                f"{where}: {label} {axis} has size {actual}, but dimension variable {expected!r} is {prev[0]} "
-                f"(bound by {prev[1]}) (annotation {ann!r})")
+                f"{where}: {label} {axis} has size {actual}, but dimension variable {expected!r} is "
+                f"{prev[0]} (bound by {prev[1]}) (annotation {ann!r})")
         return
     if actual != expected:
-        raise AnnotationError(f"{where}: {label} {axis} has size {actual}, expected {expected} (annotation {ann!r})")
+        raise AnnotationError(
+            f"{where}: {label} {axis} has size {actual}, expected {expected} (annotation {ann!r})")
 
 
 def _describe(value: Any):
     """(positional shape, named shape, dtype) of a value, or (None, None, None) if it is not an array."""
     if isinstance(value, NamedArray):
-        return tuple(value.shape), dict(value.named_shape), np.dtype(value.dtype)
+        # inside a serial loop the body sees one chunk of a looped axis, under a marked name: check it as
+        # the axis it is a chunk of (with the chunk's size, as xmap did)
+        named = {n.removesuffix(LOOP_CHUNK_SUFFIX): s for n, s in value.named_shape.items()}
+        return tuple(value.shape), named, np.dtype(value.dtype)
     if isinstance(value, (bool, int, float, complex, np.generic)):
         a = jnp.asarray(value)
         return (), {}, np.dtype(a.dtype)
@@ -263,7 +272,7 @@ def _is_annotation(ann: Any) -> bool:
         return any(_is_annotation(a) for a in ann)
     if isinstance(ann, Mapping):
         return any(_is_annotation(a) for a in ann.values())
-    if isinstance(ann, (types.GenericAlias, type(_t.Tuple[int]))):
+    if isinstance(ann, (types.GenericAlias, type(tuple[int]))):
         return any(_is_annotation(a) for a in _t.get_args(ann) if a is not Ellipsis)
     return False
 
@@ -272,11 +281,12 @@ def _verify_tree(ann: Any, value: Any, label: str, bindings, where: str) -> None
     if isinstance(ann, ArrayType):
         ann.verify(value, label, bindings, where)
         return
-    if isinstance(ann, (types.GenericAlias, type(_t.Tuple[int]))):
+    if isinstance(ann, (types.GenericAlias, type(tuple[int]))):
         origin, args = _t.get_origin(ann), _t.get_args(ann)
         if origin in (tuple, list) and len(args) == 2 and args[1] is Ellipsis:
             if not isinstance(value, (tuple, list)):
-                raise AnnotationError(f"{where}: {label} is a {type(value).__name__}, expected a {origin.__name__}")
+                raise AnnotationError(
+                    f"{where}: {label} is a {type(value).__name__}, expected a {origin.__name__}")
             for i, v in enumerate(value):
                 _verify_tree(args[0], v, f"{label}[{i}]", bindings, where)
             return
@@ -292,8 +302,8 @@ def _verify_tree(ann: Any, value: Any, label: str, bindings, where: str) -> None
             return
     if isinstance(ann, (tuple, list)):
         if not isinstance(value, (tuple, list)) or len(value) != len(ann):
-            got = f"a {type(value).__name__} of length {len(value)}" if isinstance(value, (tuple, list)) else \
-                f"a {type(value).__name__}"
+            got = (f"a {type(value).__name__} of length {len(value)}" if isinstance(value, (tuple, list))
+                   else f"a {type(value).__name__}")
             raise AnnotationError(f"{where}: {label} is {got}, expected a sequence of {len(ann)} values")
         for i, (a, v) in enumerate(zip(ann, value)):
             _verify_tree(a, v, f"{label}[{i}]", bindings, where)
@@ -317,10 +327,11 @@ def check(fn: Callable) -> Callable:
     >>> @check
     ... def f(x: f32[(2,)]) -> f32[(2,)]:
     ...     return x * 2
-    >>> f(jnp.ones(3, jnp.float32))
-    Traceback (most recent call last):
-    ...
-    namedarray.errors.AnnotationError: nx.typing.check(f): argument 'x' positional axis 0 has size 3, expected 2 (annotation f32[(2,), {}])
+    >>> try:
+    ...     f(jnp.ones(3, jnp.float32))
+    ... except AnnotationError as e:
+    ...     print(e)
+    nx.typing.check(f): argument 'x' positional axis 0 has size 3, expected 2 (annotation f32[(2,), {}])
     """
     sig = inspect.signature(fn)
     annotations = _resolve(fn)

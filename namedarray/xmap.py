@@ -22,6 +22,14 @@ names, collectives, ``nx.nn.one_hot``, named random) ask the bound sizes. Specs 
 
 ``axis_resources`` maps names to mesh axes of the mesh in context (``jax.set_mesh`` or ``with Mesh(...)``)
 and to serial loops (:class:`SerialLoop`, :func:`serial_loop`); it never changes results.
+
+* Mesh axes: inside the body every argument and output is constrained by xmap's partitioning rule (a value
+  is split over a mesh axis iff its named shape has a name mapped to it, replicated otherwise); on Explicit
+  mesh axes the body runs on an Auto view of the mesh and the outputs are resharded at the end.
+* A serial loop computes the body over chunks of the looped axis, one after the other (``lax.map``), so
+  the body's intermediates are one chunk in size. Inside the body, a chunk of axis ``i`` is named
+  ``"i@loop-chunk"``, and referring to ``i`` (a reduction or collective over it, ``axis_index``, named
+  random) is an error, as in xmap: the body only sees one chunk at a time.
 """
 
 from __future__ import annotations
@@ -42,8 +50,16 @@ from jax.tree_util import SequenceKey, keystr
 from . import env as _env
 from . import resources as _res
 from .array import NamedArray, _make, from_storage, is_named, transpose
-from .errors import (AxisNameShadowingError, AxisSizeError, AxisSpecError, MissingResourceError, RankError,
-                     ResourceConflictError, UnplacedAxisError, fmt_names)
+from .errors import (
+    AxisNameShadowingError,
+    AxisSizeError,
+    AxisSpecError,
+    MissingResourceError,
+    RankError,
+    ResourceConflictError,
+    UnplacedAxisError,
+    fmt_names,
+)
 from .resources import SerialLoop, serial_loop
 from .shape import canonical, check_name
 from .specs import AxisSpec, is_spec_leaf, parse
@@ -221,8 +237,8 @@ class _Config:
         if isinstance(in_axes, list) and not _is_leaf(in_axes):
             in_axes = tuple(in_axes)  # a top-level list is the argument list (jax issue #2367)
         if isinstance(out_axes, tuple) and out_axes == ():
-            raise AxisSpecError(f"{_WHERE}: out_axes=() declares no outputs, but xmapped functions cannot have "
-                                "no return values (use out_axes=None for a function that returns None)")
+            raise AxisSpecError(f"{_WHERE}: out_axes=() declares no outputs, but xmapped functions cannot "
+                                "have no return values (use out_axes=None for a function that returns None)")
         self.in_axes, self.out_axes = in_axes, out_axes
         self.in_leaves, self.in_tree = _parse_tree(in_axes, "in_axes")
         self.out_leaves, self.out_tree = _parse_tree(out_axes, "out_axes")
@@ -231,7 +247,8 @@ class _Config:
         for name, size in (axis_sizes or {}).items():
             check_name(name, f"{_WHERE} axis_sizes")
             if not isinstance(size, (int, np.integer)) or isinstance(size, bool) or size < 0:
-                raise AxisSizeError(f"{_WHERE}: axis_sizes[{name!r}] must be a non-negative int, got {size!r}")
+                raise AxisSizeError(
+                    f"{_WHERE}: axis_sizes[{name!r}] must be a non-negative int, got {size!r}")
             sizes[name] = int(size)
         self.axis_sizes = sizes
         in_names = {n for _, leaf in self.in_leaves for n in leaf.spec.names}
@@ -241,15 +258,15 @@ class _Config:
         undefined = out_names - self.defined
         if undefined:
             raise UnplacedAxisError(
-                f"{_WHERE}: all axis names appearing in out_axes must also appear in in_axes or axis_sizes, but "
-                f"the following are missing: {_set_text(undefined)} (an inner nx.xmap cannot place the names of "
-                "an enclosing one; they pass through its outputs as named axes)")
+                f"{_WHERE}: all axis names appearing in out_axes must also appear in in_axes or axis_sizes, "
+                f"but the following are missing: {_set_text(undefined)} (an inner nx.xmap cannot place the "
+                "names of an enclosing one; they pass through its outputs as named axes)")
         self.resources = _res.parse_resources(axis_resources, _WHERE)
         unres = set(self.resources) - self.defined
         if unres:
             raise MissingResourceError(
-                f"{_WHERE}: all axes that were assigned resources have to appear in in_axes or axis_sizes, but "
-                f"the following are missing: {_set_text(unres)}")
+                f"{_WHERE}: all axes that were assigned resources have to appear in in_axes or axis_sizes, "
+                f"but the following are missing: {_set_text(unres)}")
         if isinstance(donate_argnums, (int, np.integer)):
             donate_argnums = (int(donate_argnums),)
         self.donate_argnums = tuple(sorted({int(i) for i in donate_argnums}))
@@ -285,7 +302,8 @@ class XMapped:
         functools.update_wrapper(self, fun, updated=())
 
     def __repr__(self) -> str:
-        return f"nx.xmap({self._cfg.name}, in_axes={self._cfg.orig_in_axes!r}, out_axes={self._cfg.out_axes!r})"
+        cfg = self._cfg
+        return f"nx.xmap({cfg.name}, in_axes={cfg.orig_in_axes!r}, out_axes={cfg.out_axes!r})"
 
     def _check_backend(self) -> None:
         backend = self._cfg.backend
@@ -329,7 +347,7 @@ class XMapped:
         return self._compiled(plan, key, outer)(*args)
 
     def lower(self, *args):
-        """Lower for the given arguments (arrays or ``jax.ShapeDtypeStruct``): ``.compile()``, ``.as_text()``."""
+        """Lower for these arguments (arrays or ``jax.ShapeDtypeStruct``): ``.compile()``, ``.as_text()``."""
         self._check_backend()
         plan, key = _res.resolve(self._cfg.resources, _WHERE)
         return self._compiled(plan, key, _env.current()).lower(*args)
@@ -365,7 +383,7 @@ def _to_backend(args, backend: str):
 
 
 def _match(treedef, leaves: list[tuple[tuple, _Leaf]], value: Any, what: str, user_spec: Any, nargs=None):
-    """Broadcast the spec prefix ``treedef`` over ``value``: [(spec leaf, path, value leaf)], value treedef."""
+    """Broadcast the spec prefix ``treedef`` over ``value``: ([(spec leaf, path, leaf)], value treedef)."""
     try:
         subtrees = treedef.flatten_up_to(value)
     except (ValueError, TypeError):
@@ -373,8 +391,8 @@ def _match(treedef, leaves: list[tuple[tuple, _Leaf]], value: Any, what: str, us
         msg = (f"{_WHERE}: {what} specification must be a tree prefix of the corresponding value, got "
                f"specification {user_spec!r} for value tree {value_tree}.")
         if what == "in_axes":
-            msg += (" Note that xmap in_axes that are non-trivial pytrees should always be wrapped in a tuple "
-                    "representing the argument list.")
+            msg += (" Note that xmap in_axes that are non-trivial pytrees should always be wrapped in a "
+                    "tuple representing the argument list.")
             if nargs == 1:
                 msg += (" In particular, you're passing in a single argument which means that xmap in_axes "
                         "might need to be wrapped in a singleton tuple.")
@@ -401,13 +419,13 @@ def _infer_sizes(cfg: _Config, matched) -> tuple[dict[str, int], dict[str, str]]
         label = _label(path, "argument")
         if spec.rank is not None and len(shape) != spec.rank:
             raise RankError(
-                f"{_WHERE}: {label} has an in_axes specification of {leaf.text}, which asserts that it should "
-                f"be of rank {spec.rank}, but the argument has rank {len(shape)} (and shape {shape})")
+                f"{_WHERE}: {label} has an in_axes specification of {leaf.text}, which asserts that it "
+                f"should be of rank {spec.rank}, but the argument has rank {len(shape)} (and shape {shape})")
         need = spec.min_rank()
         if need > len(shape):
             raise RankError(
-                f"{_WHERE}: {label} has an in_axes specification of {leaf.text}, which implies that it has at "
-                f"least {need} dimensions, but the argument has rank {len(shape)} (shape {shape})")
+                f"{_WHERE}: {label} has an in_axes specification of {leaf.text}, which implies that it has "
+                f"at least {need} dimensions, but the argument has rank {len(shape)} (shape {shape})")
         for pos, name in spec.axes:
             d = shape[pos]
             if name in sizes and sizes[name] != d:
@@ -538,14 +556,14 @@ def _exit(ctx: _Ctx, value: Any, leaf: _Leaf, label: str):
     final_rank = p + len(placed)
     if spec.rank is not None and final_rank != spec.rank:
         raise RankError(
-            f"{_WHERE}: {label} has an out_axes specification of {leaf.text}, which asserts that it should be "
-            f"of rank {spec.rank}, but the output has rank {final_rank} (and shape "
+            f"{_WHERE}: {label} has an out_axes specification of {leaf.text}, which asserts that it should "
+            f"be of rank {spec.rank}, but the output has rank {final_rank} (and shape "
             f"{_final_shape(x.shape, placed, ctx.sizes)})")
     need = spec.min_rank() - len(placed)
     if need > p:
         raise RankError(
-            f"{_WHERE}: {label} has an out_axes specification of {leaf.text}, which requires the result of the "
-            f"xmapped function to have at least {need} positional dimensions, but it only has {p} (shape "
+            f"{_WHERE}: {label} has an out_axes specification of {leaf.text}, which requires the result of "
+            f"the xmapped function to have at least {need} positional dimensions, but it only has {p} (shape "
             f"{x.shape})")
     missing = [n for n in placed_names if n not in x.names]
     if missing:
@@ -611,10 +629,13 @@ def _reshard_explicit(ctx: _Ctx, r, spec: PartitionSpec):
 # Serial loops: compute a named axis in chunks
 
 
+LOOP_CHUNK_SUFFIX = "@loop-chunk"
+
+
 def _hidden(name: str) -> str:
     # Inside the loop body the looped axis carries another name, so that any reference to the real name
     # (a reduction, a collective, axis_index) misses the value and asks the environment, which reports it.
-    return f"{name}@loop-chunk"
+    return name + LOOP_CHUNK_SUFFIX
 
 
 def _run_looped(ctx: _Ctx, arg_tree, wrapped: list[NamedArray], looped: Mapping[str, int]):

@@ -83,8 +83,9 @@ def test_top_level_list_in_axes_is_the_argument_list():
 def test_pytree_prefix_specs_for_arguments_and_outputs():
     x = np.arange(6.0).reshape(2, 3)
     # (['i', ...],) is a prefix of ((a, b),): both leaves of the tuple argument are mapped
-    out = xm(lambda ab: {"s": ab[0] + ab[1], "d": ab[0] - ab[1]}, (["i", ...],), {"s": ["i", ...], "d": {1: "i"}})(
-        (x, x * 2))
+    out = xm(
+        lambda ab: {"s": ab[0] + ab[1], "d": ab[0] - ab[1]}, (["i", ...],), {"s": ["i", ...], "d": {1: "i"}}
+    )((x, x * 2))
     np.testing.assert_array_equal(out["s"], x * 3)
     np.testing.assert_array_equal(out["d"], (-x).T)
     # a dict with string keys is a container (xmap issue #6410)
@@ -152,91 +153,6 @@ def test_psum_and_axis_size_are_python_ints_inside():
 
     xm(body, ["i", ...], ["i", ...])(np.arange(3))
     assert seen == [(3, 3, int)]
-
-
-# ------------------------------------------------------------------------------------------------------
-# Tutorial and docstring examples
-
-
-def test_tutorial_my_func_and_transpose():
-    def my_func(x):
-        assert x.shape == (5,)
-        assert x.named_shape == {"batch": 20}
-        return x
-
-    x = np.arange(100).reshape(5, 20)
-    np.testing.assert_array_equal(xm(my_func, {1: "batch"}, {1: "batch"})(x), x)
-    np.testing.assert_array_equal(xm(my_func, {1: "batch"}, {0: "batch"})(x), x.T)
-    np.testing.assert_array_equal(xm(my_func, {1: "batch"}, {0: "batch"})(x), np.einsum("xb->bx", x))
-
-
-def test_docstring_vdot():
-    x = np.arange(10).reshape(2, 5)
-    out = xm(jnp.vdot, ({0: "left"}, {1: "right"}), ["left", "right", ...])(x, x.T)
-    np.testing.assert_array_equal(out, [[30, 80], [80, 255]])
-
-
-def test_tutorial_named_broadcasting():
-    def named_broadcasting(x, y, z):
-        return x + y + z
-
-    x, y, z = np.ones((2, 2, 1, 1)), np.ones((3, 1, 3, 1)), np.ones((5, 1, 1, 5))
-    out = xm(named_broadcasting, (["a", ...], ["b", ...], ["c", ...]), ["a", "b", "c", ...])(x, y, z)
-    assert out.shape == (2, 3, 5, 2, 3, 5)
-    ref = x[:, None, None] + y[None, :, None] + z[None, None, :]
-    np.testing.assert_array_equal(out, ref)
-
-
-def test_tutorial_reductions_mixed_axes():
-    z = np.arange(60.0).reshape(2, 3, 2, 5)  # (pos 0, x, pos 1, y) -> x, y named
-    f = xm(lambda v: nx.sum(v, axis=(0, "x", "y")), {1: "x", 3: "y"}, [...])
-    np.testing.assert_allclose(f(z), z.sum(axis=(0, 1, 3)))
-    g = xm(lambda v: nx.sum(nx.sum(nx.sum(v, 0), "x"), "y"), {1: "x", 3: "y"}, [...])
-    np.testing.assert_allclose(g(z), z.sum(axis=(0, 1, 3)))
-
-
-def test_tutorial_einsum_with_braces():
-    x, y = np.arange(24.0).reshape(2, 3, 4), np.arange(20.0).reshape(4, 5)
-    f = xm(lambda a, b: nx.einsum("n{b,k},{k,m}->n{b,m}", a, b), ({0: "b", 2: "k"}, ["k", "m", ...]),
-           {0: "b", 2: "m"})
-    np.testing.assert_allclose(f(x, y), np.einsum("bnk,km->bnm", x, y))
-
-
-def test_tutorial_pshuffle_reverse():
-    out = xm(lambda x: nx.pshuffle(x, "i", list(reversed(range(8)))), ["i", ...], ["i", ...])(np.arange(8))
-    np.testing.assert_array_equal(out, np.arange(8)[::-1])
-
-
-def test_docstring_linear_regression_with_multi_character_names():
-    # xmap's docstring example failed there: jnp.sum(x, 'out_features') read the string as 6 names.
-    def regression_loss(x, y, w, b):
-        y_pred = nx.einsum("{in_features},{in_features,out_features}->{out_features}", x, w) + b
-        error = nx.sum((y - y_pred) ** 2, axis="out_features")
-        return nx.mean(error, axis="batch")
-
-    rng = np.random.default_rng(0)
-    x, y = rng.normal(size=(8, 3)), rng.normal(size=(8, 2))
-    w, b = rng.normal(size=(3, 2)), rng.normal(size=(2,))
-    f = xm(regression_loss, in_axes=(["batch", "in_features"], ["batch", "out_features"],
-                                      ["in_features", "out_features"], ["out_features"]), out_axes={})
-    ref = np.mean(np.sum((y - (x @ w + b)) ** 2, axis=1))
-    np.testing.assert_allclose(f(x, y, w, b), ref, rtol=1e-5)
-
-
-def test_tutorial_expm_frechet_batch_and_all_pairs():
-    from jax.scipy.linalg import expm_frechet
-
-    rng = np.random.default_rng(0)
-    a, e = rng.normal(size=(3, 2, 2)) * 0.1, rng.normal(size=(3, 2, 2)) * 0.1
-    # a jax.scipy function passed directly (through a partial) is lifted over the names
-    batched = xm(functools.partial(expm_frechet, compute_expm=False), (["b", ...], ["b", ...]), ["b", ...])
-    ref = np.stack([expm_frechet(a[i], e[i], compute_expm=False) for i in range(3)])
-    np.testing.assert_allclose(batched(a, e), ref, rtol=1e-5, atol=1e-6)
-    pairs = xm(functools.partial(expm_frechet, compute_expm=False), (["ba", ...], ["be", ...]),
-               ["ba", "be", ...])
-    out = pairs(a, e)
-    assert out.shape == (3, 3, 2, 2)
-    np.testing.assert_allclose(out[1, 2], expm_frechet(a[1], e[2], compute_expm=False), rtol=1e-5, atol=1e-6)
 
 
 # ------------------------------------------------------------------------------------------------------
@@ -409,10 +325,10 @@ def test_nested_map_equals_flat_einsum(outer, vx, xp, vr):
     # xmap over 'v', with the batch dims at any position; compared with one flat einsum.
     rng = np.random.default_rng(1)
     x0 = rng.normal(size=(7, 3, 2)).astype(np.float32)  # (v, n, k)
-    y = rng.normal(size=(2, 4)).astype(np.float32)       # (k, m)
-    inner_order = [1, 2] if xp == 0 else [2, 1]         # (n, k) or (k, n) inside
+    y = rng.normal(size=(2, 4)).astype(np.float32)  # (k, m)
+    inner_order = [1, 2] if xp == 0 else [2, 1]  # (n, k) or (k, n) inside
     perm = inner_order[:vx] + [0] + inner_order[vx:]
-    x = x0.transpose(perm)                               # v at position vx
+    x = x0.transpose(perm)  # v at position vx
     inner = xm(lambda a, b: nx.einsum("k,k->", a, b), ({xp: "x"}, {1: "y"}), ["x", "y"])
     if outer == "vmap":
         out = jax.vmap(lambda xs: inner(xs, y), in_axes=vx, out_axes=vr)(x)
@@ -515,7 +431,9 @@ def test_vjp_per_example_and_reduced():
     np.testing.assert_allclose(summed, vjp_positional(x, w, gy), rtol=1e-5)
     per = xm(nx.nmap(vjp_positional), in_axes, {0: "batch"})(x, w, gy)
     np.testing.assert_allclose(per, jax.vmap(vjp_positional, (0, None, 0))(x, w, gy), rtol=1e-5)
-    with pytest.raises(nx.errors.UnplacedAxisError, match="mapped along more axes defined by this xmap call: batch"):
+    with pytest.raises(
+        nx.errors.UnplacedAxisError, match="mapped along more axes defined by this xmap call: batch"
+    ):
         xm(nx.nmap(vjp_positional), in_axes, {})(x, w, gy)
 
 
@@ -563,7 +481,9 @@ def test_lower_compile_in_tree_and_arg_type_mismatch():
     exe = f.lower(x).compile()
     with pytest.raises(TypeError, match="Function compiled with input pytree does not match"):
         exe([x])
-    with pytest.raises(TypeError, match=r"(?s)Argument types differ.*compiled with float32.*called with int32"):
+    with pytest.raises(
+        TypeError, match=r"(?s)Argument types differ.*compiled with float32.*called with int32"
+    ):
         exe(np.ones((2, 2), np.int32))
 
 

@@ -7,6 +7,7 @@ Explicit meshes, `jax.set_mesh` and the legacy `with Mesh(...)` are all covered,
 """
 
 import contextlib
+import functools
 import warnings
 
 import jax
@@ -25,13 +26,18 @@ def xm(f, in_axes, out_axes, **kw):
 
 
 def auto_mesh(shape, names):
-    return jax.make_mesh(shape, names, axis_types=(AxisType.Auto,) * len(names),
-                         devices=jax.devices()[:int(np.prod(shape))])
+    return jax.make_mesh(
+        shape, names, axis_types=(AxisType.Auto,) * len(names), devices=jax.devices()[: int(np.prod(shape))]
+    )
 
 
 def explicit_mesh(shape, names):
-    return jax.make_mesh(shape, names, axis_types=(AxisType.Explicit,) * len(names),
-                         devices=jax.devices()[:int(np.prod(shape))])
+    return jax.make_mesh(
+        shape,
+        names,
+        axis_types=(AxisType.Explicit,) * len(names),
+        devices=jax.devices()[: int(np.prod(shape))],
+    )
 
 
 @contextlib.contextmanager
@@ -61,11 +67,13 @@ def spec_of(a):
 
 def same_spec(a, b):
     """PartitionSpecs equal up to trailing Nones."""
+
     def norm(s):
         s = list(s)
         while s and s[-1] is None:
             s.pop()
         return tuple(s)
+
     return norm(a) == norm(b)
 
 
@@ -77,8 +85,12 @@ def same_spec(a, b):
 def test_basic_two_names_share_a_mesh_axis_without_co_occurring(kind):
     # testBasic
     a, b = np.arange(640).reshape(16, 8, 5), np.arange(14).reshape(2, 7)
-    f = xm(lambda a, b: (a * 2, b * 4), ({0: "a", 1: "b"}, ["c", ...]), ({0: "a", 1: "b"}, ["c", ...]),
-           axis_resources={"a": "x", "b": "y", "c": "x"})
+    f = xm(
+        lambda a, b: (a * 2, b * 4),
+        ({0: "a", 1: "b"}, ["c", ...]),
+        ({0: "a", 1: "b"}, ["c", ...]),
+        axis_resources={"a": "x", "b": "y", "c": "x"},
+    )
     with in_context(kind, (2, 2), ("x", "y")):
         ra, rb = f(a, b)
     np.testing.assert_array_equal(ra, a * 2)
@@ -89,23 +101,34 @@ def test_basic_two_names_share_a_mesh_axis_without_co_occurring(kind):
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_collectives_and_multiple_calls_with_mesh(kind):
-    # testMultipleCallsMesh, testCollectiveReduce, testAxisSizesMesh, testBroadcastMesh, testCollectiveAllGather
+    # testMultipleCallsMesh, testCollectiveReduce, testAxisSizesMesh, testBroadcastMesh,
+    # testCollectiveAllGather
     x = np.arange(30.0).reshape(2, 3, 5)
     with in_context(kind, (2, 2), ("x", "y")):
-        f = xm(lambda x, y: nx.tensordot(x, y, axes=([1], [1])), (["i", ...], ["j", ...]), ["i", "j", ...],
-               axis_resources={"i": "x", "j": "y"})
+        f = xm(
+            lambda x, y: nx.tensordot(x, y, axes=([1], [1])),
+            (["i", ...], ["j", ...]),
+            ["i", "j", ...],
+            axis_resources={"i": "x", "j": "y"},
+        )
         for _ in range(3):
             np.testing.assert_allclose(f(x, x), np.einsum("imk,jnk->ijmn", x, x))
         a = np.arange(640).reshape(16, 8, 5)
-        r = xm(lambda a: nx.psum(a * 2, "a"), ["a", "b", ...], ["b", ...], axis_resources={"a": "x", "b": "y"})(a)
+        r = xm(
+            lambda a: nx.psum(a * 2, "a"), ["a", "b", ...], ["b", ...], axis_resources={"a": "x", "b": "y"}
+        )(a)
         np.testing.assert_array_equal(r, (a * 2).sum(0))
         r = xm(lambda: nx.axis_index("i"), (), ["i", ...], axis_sizes={"i": 6}, axis_resources={"i": "x"})()
         np.testing.assert_array_equal(r, np.arange(6))
         r = xm(lambda v: v, {}, ["i"], axis_sizes={"i": 4}, axis_resources={"i": "x"})(2.0)
         np.testing.assert_array_equal(r, [2.0] * 4)
         v = np.arange(4, dtype=np.int32)
-        r = xm(lambda v: nx.all_gather(v, "i") + nx.axis_index("i"), ["i", ...], ["i", ...],
-               axis_resources={"i": "x"})(v)
+        r = xm(
+            lambda v: nx.all_gather(v, "i") + nx.axis_index("i"),
+            ["i", ...],
+            ["i", ...],
+            axis_resources={"i": "x"},
+        )(v)
         np.testing.assert_array_equal(r, v[None] + v[None].T)
 
 
@@ -191,8 +214,13 @@ def test_buffer_donation_with_mesh(kind):
     # a donated argument already laid out as its names require (e.g. the result of a previous call) is reused
     mesh = auto_mesh((2,), ("x",))
     with in_context(kind, (2,), ("x",)):
-        f = xm(lambda x, y: x + y * 4, (["i", ...], ["i", ...]), ["i", ...], axis_resources={"i": "x"},
-               donate_argnums=0)
+        f = xm(
+            lambda x, y: x + y * 4,
+            (["i", ...], ["i", ...]),
+            ["i", ...],
+            axis_resources={"i": "x"},
+            donate_argnums=0,
+        )
         x = jax.device_put(jnp.ones((4, 2)), NamedSharding(mesh, P("x")))
         y = jnp.ones((4, 2))
         out = f(x, y)
@@ -221,8 +249,12 @@ def test_committed_sharded_arrays():
     ax = jax.device_put(data, NamedSharding(mesh, P("x")))
     ay = jax.device_put(data, NamedSharding(mesh, P("y")))
     with jax.set_mesh(mesh):
-        r1, r2 = xm(lambda x, y: (nx.dot(x, x), nx.dot(y, y)), ({0: "a"}, ["c", ...]), ({0: "a"}, ["c", ...]),
-                    axis_resources={"a": "x", "c": "y"})(ax, ay)
+        r1, r2 = xm(
+            lambda x, y: (nx.dot(x, x), nx.dot(y, y)),
+            ({0: "a"}, ["c", ...]),
+            ({0: "a"}, ["c", ...]),
+            axis_resources={"a": "x", "c": "y"},
+        )(ax, ay)
     ref = np.diag(data @ data.T)
     np.testing.assert_allclose(r1, ref)
     np.testing.assert_allclose(r2, ref)
@@ -249,8 +281,15 @@ def test_jit_of_xmap_with_resources_and_in_shardings():
     with jax.set_mesh(mesh):
         g = jax.jit(lambda x: f(x * x) + x, in_shardings=NamedSharding(mesh, P("y")))
         np.testing.assert_allclose(g(x), np.sin(x * x) + x, rtol=1e-6)
-        h = jax.jit(lambda x: xm(lambda v: jax.lax.with_sharding_constraint(v.data, P()) + v * 0, [...], [...],
-                                 axis_sizes={"i": 4}, axis_resources={"i": "x"})(x))
+        h = jax.jit(
+            lambda x: xm(
+                lambda v: jax.lax.with_sharding_constraint(v.data, P()) + v * 0,
+                [...],
+                [...],
+                axis_sizes={"i": 4},
+                axis_resources={"i": "x"},
+            )(x)
+        )
         np.testing.assert_allclose(h(x), x)
 
 
@@ -261,7 +300,9 @@ def test_mesh_cannot_change_inside():
             return xm(lambda w: w, ["j", ...], ["j", ...], axis_resources={"j": "x"})(v)
 
     with legacy(Mesh(np.array(jax.devices()[:2]), ("x",))):
-        with pytest.raises(errors.ResourceError, match="changing the physical mesh is not allowed inside nx.xmap"):
+        with pytest.raises(
+            errors.ResourceError, match="changing the physical mesh is not allowed inside nx.xmap"
+        ):
             xm(outer_body, ["i", ...], ["i", ...], axis_resources={"i": "x"})(np.ones((2, 4)))
 
 
@@ -280,8 +321,12 @@ def test_pdot_with_mesh(kind):
         # testPdotBatching / testPdotBatchingShardUncontractedDim
         xb, yb = rng.normal(size=(2, 3, 8)), rng.normal(size=(2, 8, 5))
         for res in ({"i": "r1"}, {"j": "r1"}):
-            r = xm(lambda x, y: nx.pdot(x, y, "i"), ({0: "j", 2: "i"}, {0: "j", 1: "i"}), ["j", ...],
-                   axis_resources=res)(xb, yb)
+            r = xm(
+                lambda x, y: nx.pdot(x, y, "i"),
+                ({0: "j", 2: "i"}, {0: "j", 1: "i"}),
+                ["j", ...],
+                axis_resources=res,
+            )(xb, yb)
             np.testing.assert_allclose(r, np.einsum("nij,njk->nik", xb, yb), rtol=1e-5)
 
 
@@ -296,7 +341,9 @@ def test_pdot_vjp_with_mesh(kind):
         return pull(g)
 
     with in_context(kind, (2,), ("r1",)):
-        gx, gy = xm(body, ({1: "i"}, {0: "i"}, [...]), ({1: "i"}, {0: "i"}), axis_resources={"i": "r1"})(x, y, g)
+        gx, gy = xm(body, ({1: "i"}, {0: "i"}, [...]), ({1: "i"}, {0: "i"}), axis_resources={"i": "r1"})(
+            x, y, g
+        )
     rx, ry = jax.vjp(lambda x, y: x @ y, x, y)[1](g)
     np.testing.assert_allclose(gx, rx, rtol=1e-5)
     np.testing.assert_allclose(gy, ry, rtol=1e-5)
@@ -309,19 +356,36 @@ def test_einsum_named_axes_with_mesh(kind):
     x, y = rng.normal(size=(4, 2)), rng.normal(size=(2,))
     with in_context(kind, (2, 2), ("x", "y")):
         for spec in ("{i,j},{k}->{i,k}", "{j,i},{k}->{i,k}", "{i,j},{k}->{k,i}", "{j,i},{k}->{k,i}"):
-            r = xm(lambda a, b: nx.einsum(spec, a, b), (["i", "j"], ["k"]), ["i", "k"],
-                   axis_resources={"i": "x", "k": "y"})(x, y)
+            r = xm(
+                functools.partial(nx.einsum, spec),
+                (["i", "j"], ["k"]),
+                ["i", "k"],
+                axis_resources={"i": "x", "k": "y"},
+            )(x, y)
             np.testing.assert_allclose(r, np.einsum("ij,k->ik", x, y), rtol=1e-5)
         a, b = rng.normal(size=(2, 4, 6)), rng.normal(size=(2, 6, 4))
         for spec in ("{b,i,j},{b,j,k}->{b,i,k}", "{j,i,b},{j,b,k}->{i,b,k}"):
-            r = xm(lambda u, v: nx.einsum(spec, u, v), (["b", "i", "j"], ["b", "j", "k"]), ["b", "i", "k"],
-                   axis_resources={"b": "x", "j": "y"})(a, b)
+            r = xm(
+                functools.partial(nx.einsum, spec),
+                (["b", "i", "j"], ["b", "j", "k"]),
+                ["b", "i", "k"],
+                axis_resources={"b": "x", "j": "y"},
+            )(a, b)
             np.testing.assert_allclose(r, np.einsum("bij,bjk->bik", a, b), rtol=1e-5)
-        r = xm(lambda u: nx.einsum("{b,i,j}->{b}", u), ["b", "i", "j"], ["b"], axis_resources={"b": "x", "i": "y"})(a)
+        r = xm(
+            lambda u: nx.einsum("{b,i,j}->{b}", u),
+            ["b", "i", "j"],
+            ["b"],
+            axis_resources={"b": "x", "i": "y"},
+        )(a)
         np.testing.assert_allclose(r, a.sum((1, 2)), rtol=1e-5)
         z = rng.normal(size=(8, 6, 4, 4))
-        r = xm(lambda u: nx.einsum("jk{i,b}->k{b}", u), ["b", "i", ...], ["b", ...],
-               axis_resources={"b": "x", "i": "y"})(z)
+        r = xm(
+            lambda u: nx.einsum("jk{i,b}->k{b}", u),
+            ["b", "i", ...],
+            ["b", ...],
+            axis_resources={"b": "x", "i": "y"},
+        )(z)
         np.testing.assert_allclose(r, np.einsum("bijk->bk", z), rtol=1e-5)
 
 
@@ -338,7 +402,13 @@ def test_random_samples_do_not_depend_on_resources():
     ref = np.asarray(xm(sample, (), [None, "i", "j"], axis_sizes={"i": 4, "j": 6})())
     assert len({tuple(ref[:, i, j]) for i in range(4) for j in range(6)}) == 24
     with jax.set_mesh(auto_mesh((2, 2), ("x", "y"))):
-        for resources in ({"i": "x"}, {"j": "x"}, {"i": "x", "j": "y"}, {"i": ("y", "x")}, {"i": "y", "j": "x"}):
+        for resources in (
+            {"i": "x"},
+            {"j": "x"},
+            {"i": "x", "j": "y"},
+            {"i": ("y", "x")},
+            {"i": "y", "j": "x"},
+        ):
             out = xm(sample, (), [None, "i", "j"], axis_sizes={"i": 4, "j": 6}, axis_resources=resources)()
             np.testing.assert_array_equal(np.asarray(out), ref)
 
@@ -372,7 +442,9 @@ def test_loop_with_mesh(kind):
     with in_context(kind, (2,), ("x",)):
         with nx.serial_loop("l", 4):
             out = xm(lambda v: v * 2 + 1, ["i", ...], ["i", ...], axis_resources={"i": ("x", "l")})(x)
-        out2 = xm(lambda v: v * 2 + 1, ["i", ...], ["i", ...], axis_resources={"i": ("x", nx.SerialLoop(4))})(x)
+        out2 = xm(lambda v: v * 2 + 1, ["i", ...], ["i", ...], axis_resources={"i": ("x", nx.SerialLoop(4))})(
+            x
+        )
     np.testing.assert_array_equal(out, x * 2 + 1)
     np.testing.assert_array_equal(out2, x * 2 + 1)
     assert same_spec(spec_of(out), P("x"))
@@ -385,7 +457,11 @@ def test_loop_over_a_program_with_other_names_and_unlooped_outputs():
     specs = ((["i", "j"], ["j"]), (["i", "j"], [], ["i", "j"], ["i"]))
     ref = xm(f, *specs)(a, w)
     with jax.set_mesh(auto_mesh((2,), ("x",))):
-        for res in ({"i": nx.SerialLoop(2)}, {"i": ("x", nx.SerialLoop(4))}, {"i": nx.SerialLoop(8), "j": "x"}):
+        for res in (
+            {"i": nx.SerialLoop(2)},
+            {"i": ("x", nx.SerialLoop(4))},
+            {"i": nx.SerialLoop(8), "j": "x"},
+        ):
             out = xm(f, *specs, axis_resources=res)(a, w)
             for o, r in zip(out, ref):
                 np.testing.assert_allclose(o, r, rtol=1e-6)
@@ -394,8 +470,9 @@ def test_loop_over_a_program_with_other_names_and_unlooped_outputs():
 def test_names_sharing_a_loop_that_never_co_occur():
     x, y = np.arange(4.0), np.arange(6.0)
     with nx.serial_loop("l", 2):
-        a, b = xm(lambda x, y: (x * 2, y + 1), (["a"], ["b"]), (["a"], ["b"]), axis_resources={"a": "l", "b": "l"})(
-            x, y)
+        a, b = xm(
+            lambda x, y: (x * 2, y + 1), (["a"], ["b"]), (["a"], ["b"]), axis_resources={"a": "l", "b": "l"}
+        )(x, y)
     np.testing.assert_array_equal(a, x * 2)
     np.testing.assert_array_equal(b, y + 1)
 
@@ -403,8 +480,9 @@ def test_names_sharing_a_loop_that_never_co_occur():
 def test_loop_gradients_and_vmap():
     x = np.arange(8.0) / 8
     f = xm(lambda x, w: nx.sin(x * w), (["i"], {}), ["i"], axis_resources={"i": nx.SerialLoop(4)})
-    np.testing.assert_allclose(jax.grad(lambda w: f(x, w).sum())(0.3), jax.grad(lambda w: jnp.sin(x * w).sum())(0.3),
-                               rtol=1e-6)
+    np.testing.assert_allclose(
+        jax.grad(lambda w: f(x, w).sum())(0.3), jax.grad(lambda w: jnp.sin(x * w).sum())(0.3), rtol=1e-6
+    )
     out = jax.vmap(lambda w: f(x, w))(jnp.arange(3.0))
     np.testing.assert_allclose(out, np.sin(x[None] * np.arange(3.0)[:, None]), rtol=1e-6)
 
@@ -416,6 +494,11 @@ def test_loop_bounds_the_memory_of_the_body():
 
     args = (jax.ShapeDtypeStruct((16, 128), jnp.float32), jax.ShapeDtypeStruct((128,), jnp.float32))
     full = xm(body, (["i", ...], [...]), ["i"]).lower(*args).compile().memory_analysis().temp_size_in_bytes
-    looped = xm(body, (["i", ...], [...]), ["i"], axis_resources={"i": nx.SerialLoop(8)}).lower(
-        *args).compile().memory_analysis().temp_size_in_bytes
+    looped = (
+        xm(body, (["i", ...], [...]), ["i"], axis_resources={"i": nx.SerialLoop(8)})
+        .lower(*args)
+        .compile()
+        .memory_analysis()
+        .temp_size_in_bytes
+    )
     assert looped * 4 <= full
