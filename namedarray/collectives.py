@@ -17,6 +17,7 @@ Effect on named shapes (xmap's, except that ``psum_scatter`` keeps the name it s
 ==========================  ===========================================================================
 ``psum pmean pmax pmin``    the reduced names are removed (ints in ``axis_name`` reduce positional axes)
 ``all_gather``              the names are removed; a positional axis is added (or grows when ``tiled``)
+``pbroadcast``              the names are removed (the value at index ``source``, like a ``psum``)
 ``ppermute pshuffle``       unchanged
 ``psum_scatter``            unchanged (the scattered positional axis is consumed)
 ``all_to_all``              unchanged (positional ``split_axis`` and ``concat_axis`` change size)
@@ -54,7 +55,7 @@ from .errors import AxisSizeError, AxisSpecError, DuplicateAxisError, fmt_names
 from .shape import canonical
 
 __all__ = ["psum", "pmean", "pmax", "pmin", "all_gather", "ppermute", "pshuffle", "psum_scatter",
-           "all_to_all", "pswapaxes", "axis_index", "axis_size"]
+           "all_to_all", "pswapaxes", "pbroadcast", "pcast", "axis_index", "axis_size"]
 
 AxisName = str | int | Sequence[str | int]
 
@@ -500,6 +501,57 @@ def pswapaxes(x: Any, axis_name: str | Sequence[str], axis: int) -> Any:
     [[0, 2], [1, 3]]
     """
     return all_to_all(x, axis_name, axis, axis)
+
+
+def _pbroadcast_impl(static, x):
+    names, source, where = static
+    x = _carry(_as_named(x), names, where)
+    n = math.prod(engine.named_sizes(x)[m] for m in names)
+    if not 0 <= source < n:
+        raise AxisSpecError(f"{where}: source={source} is out of range for axis {fmt_names(names)} of "
+                            f"size {n}")
+    p = engine.pos_ndim(x)
+    d, rest = _merge_names(x, names, p)
+    return _make(jnp.take(d, source, axis=p), rest)
+
+
+def pbroadcast(x: Any, axis_name: str | Sequence[str], source: int) -> Any:
+    """The value at index ``source`` of named axes, for every index: the names leave the value.
+
+    JAX defines it as ``psum(where(axis_index(axis_name) == source, x, 0), axis_name)``; like that psum, the
+    result no longer varies along the names. ``x`` may be a pytree.
+
+    >>> import namedarray as nx, jax.numpy as jnp
+    >>> nx.lax.pbroadcast(nx.wrap(jnp.array([5, 6, 7]), ["i"]), "i", 1).tolist()
+    6
+    """
+    where = "nx.pbroadcast"
+    names = _names(axis_name, where)
+    return _tree(lambda v: _restore(engine.run(_pbroadcast_impl, (names, int(source), where), (v,)), v), x)
+
+
+def pcast(x: Any, axis_name: str | Sequence[str], *, to: str) -> Any:
+    """JAX's varying/invariant type cast (``to="varying"`` ...): values are unchanged, so it returns ``x``.
+
+    A NamedArray holds the whole axis, so there is no per-device type to change; the names are checked.
+
+    >>> import namedarray as nx, jax.numpy as jnp
+    >>> x = nx.wrap(jnp.arange(3), ["i"])
+    >>> nx.lax.pcast(x, "i", to="varying") is x
+    True
+    """
+    where = "nx.pcast"
+    names = _names(axis_name, where)
+
+    def check(v):
+        have = v.names if type(v) is NamedArray else ()
+        env = _env.current()
+        for n in names:
+            if n not in have:
+                env.size(n, where)  # an unbound name is an error, as for every collective
+        return v
+
+    return _tree(check, x)
 
 
 # --------------------------------------------------------------------------------------------------------

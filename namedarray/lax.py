@@ -2,7 +2,8 @@
 
 * The collectives over names (:mod:`namedarray.collectives`): ``psum``, ``pmean``, ``pmax``, ``pmin``,
   ``all_gather``, ``ppermute``, ``pshuffle``, ``psum_scatter``, ``all_to_all``, ``pswapaxes``,
-  ``axis_index``, ``axis_size``, and ``pdot`` (a contraction over names, from :mod:`namedarray.contract`).
+  ``pbroadcast``, ``pcast``, ``axis_index``, ``axis_size``, and ``pdot`` (a contraction over names, from
+  :mod:`namedarray.contract`).
 * Control flow and other functions of pytrees (``cond``, ``scan``, ``fori_loop``, ``stop_gradient``, ...)
   are ``jax.lax``'s own: a NamedArray is a pytree, so they already carry names through.
 * Every other function is ``jax.lax.<f>`` lifted with :func:`namedarray.nmap`: it runs as if vmapped over
@@ -26,6 +27,8 @@ from .collectives import (
     all_to_all,
     axis_index,
     axis_size,
+    pbroadcast,
+    pcast,
     pmax,
     pmean,
     pmin,
@@ -38,7 +41,8 @@ from .collectives import (
 from .nmap import nmap
 
 __all__ = ["psum", "pmean", "pmax", "pmin", "all_gather", "ppermute", "pshuffle", "psum_scatter",
-           "all_to_all", "pswapaxes", "axis_index", "axis_size", "pdot"]  # noqa: F822 (pdot: lazy)
+           "all_to_all", "pswapaxes", "pbroadcast", "pcast", "axis_index", "axis_size",
+           "pdot"]  # noqa: F822 (pdot: lazy)
 
 # jax.lax functions of whole pytrees: they must see NamedArrays (which are pytrees) unlifted, so that
 # function arguments (branches, loop bodies) receive NamedArrays with their names.

@@ -434,3 +434,24 @@ def test_inside_xmap():
     rs = nx.xmap(lambda v: lax.psum_scatter(v, "i", scatter_dimension=0, tiled=True), in_axes=[None, None],
                  out_axes=["i", None, None], axis_sizes={"i": 2})
     np.testing.assert_array_equal(rs(y), 2 * y.reshape(2, 1, 3))
+
+
+def test_pbroadcast_and_pcast():
+    d = R.normal(size=(3, 2, 4)).astype(np.float32)
+    x = nx.wrap(d, ["a", "b", ...])
+    out = nx.lax.pbroadcast(x, ("a", "b"), 3)  # linear index 3 = (a=1, b=1)
+    assert out.named_shape == {} and out.shape == (4,)
+    np.testing.assert_array_equal(out.data, d[1, 1])
+    # JAX's definition: psum(where(axis_index == source, x, 0)); the gradient is the same too
+    with nx.env.bind({"a": 3, "b": 2}):
+        ref = nx.psum(nx.where(nx.axis_index(("a", "b")) == 3, x, 0.0), ("a", "b"))
+        np.testing.assert_array_equal(out.data, ref.data)
+        g = jax.grad(lambda d: jnp.sum(nx.lax.pbroadcast(nx.wrap(d, ["a", "b", ...]), ("a", "b"), 3).data))(d)
+    expected = np.zeros_like(d)
+    expected[1, 1] = 1
+    np.testing.assert_array_equal(g, expected)
+    assert nx.lax.pcast(x, "a", to="varying") is x
+    with pytest.raises(errors.UnboundAxisError, match="'zz'"):
+        nx.lax.pcast(x, "zz", to="varying")
+    with pytest.raises(errors.AxisSpecError, match="source=6 is out of range"):
+        nx.lax.pbroadcast(x, ("a", "b"), 6)
