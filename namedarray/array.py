@@ -146,8 +146,9 @@ class NamedArray:
     def __array__(self, dtype=None, copy=None):
         if self.names:
             raise PositionalMisuseError(
-                f"np.asarray() of a NamedArray with named axes {fmt_names(self.names)} would have to "
-                "guess where to put them; use x.unwrap([...]) or nx.unwrap(x, {position: name})")
+                f"converting a NamedArray with named axes {fmt_names(self.names)} to a positional array "
+                "(np.asarray, jnp.asarray, a jax.numpy function, ...) would have to guess where to put them; "
+                "use x.unwrap([...]) or nx.unwrap(x, {position: name}), or nx.<f> / nx.nmap(f) to keep them")
         out = np.asarray(self.data, dtype=dtype)
         return out.copy() if copy else out
 

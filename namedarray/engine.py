@@ -6,13 +6,13 @@ arrays (NamedArrays, jax/NumPy arrays, Python scalars). :func:`run` executes it:
 
 * under tracing (inside ``jit``/``grad``/``scan``/``xmap``) the implementation runs inline and emits the lax
   operations a positional programmer would write;
-* eagerly it runs as ONE cached ``jax.jit`` of the implementation per ``static``. The jit cache is keyed by the
-  operands' pytree structure (their axis names, in storage order), shapes, dtypes and weak types, so alignment
-  (reshapes, transposes, broadcasts) is fused with the operation into a single dispatch.
+* eagerly it runs as ONE cached ``jax.jit`` of the implementation per ``static``. The jit cache is keyed by
+  the operands' pytree structure (their axis names, in storage order), shapes, dtypes and weak types, so
+  alignment (reshapes, transposes, broadcasts) is fused with the operation into a single dispatch.
 
 The implementations share three building blocks defined here: :func:`elementwise` (broadcast by name),
-:func:`reduce` (reduce over positions and names) and :func:`along` (an operation along one axis that keeps it),
-plus :func:`lift`, which vectorises any positional function over named axes (``nx.nmap``).
+:func:`reduce` (reduce over positions and names) and :func:`along` (an operation along one axis that keeps
+it), plus :func:`lift`, which vectorises any positional function over named axes (``nx.nmap``).
 
 >>> import namedarray as nx, jax.numpy as jnp
 >>> x = nx.wrap(jnp.ones((2, 3)), ["a", "b"])
@@ -33,7 +33,14 @@ import numpy as np
 
 from . import env as _env
 from .array import NamedArray, _make, from_storage, is_named
-from .errors import AxisSpecError, DuplicateAxisError, PositionalMisuseError, UnboundAxisError, fmt_names
+from .errors import (
+    AxisSizeError,
+    AxisSpecError,
+    DuplicateAxisError,
+    PositionalMisuseError,
+    UnboundAxisError,
+    fmt_names,
+)
 from .shape import canonical, join_sizes
 
 __all__ = ["run", "elementwise", "reduce", "along", "lift", "normalize_axis", "stats"]
@@ -336,8 +343,12 @@ def _vectorize(f: Callable, named_flags: Sequence[tuple[str, ...] | None], names
 
 def _lift_impl(static, *dyn):
     f, treedef, slots, where = static
-    named = [v for v in dyn if type(v) is NamedArray]
-    sizes = join(named, where)
+    try:
+        sizes = join(dyn, where)
+    except AxisSizeError:  # say which argument (and where in its pytree), not which dynamic leaf
+        join_sizes([named_sizes(v) if type(v) is NamedArray else None for v in dyn], where,
+                   _dyn_labels(treedef, slots))
+        raise
     names = canonical(sizes)
     flags = [v.names if type(v) is NamedArray else None for v in dyn]
 
@@ -352,6 +363,16 @@ def _lift_impl(static, *dyn):
 
     out = _vectorize(body, flags, names)(*[v.data if type(v) is NamedArray else v for v in dyn])
     return jax.tree.map(lambda o: _out_leaf(o, names), out, is_leaf=is_named)
+
+
+def _dyn_labels(treedef, slots) -> list[str]:
+    """``argument 1``, ``argument 0[2]``, ``keyword argument 'b'``: the dynamic leaves, for messages."""
+    marks = jax.tree.unflatten(treedef, list(range(len(slots))))
+    labels = {}
+    for path, i in jax.tree_util.tree_flatten_with_path(marks)[0]:
+        where, key, rest = path[0].idx, path[1], jax.tree_util.keystr(tuple(path[2:]))
+        labels[i] = f"argument {key.idx}{rest}" if where == 0 else f"keyword argument {key.key!r}{rest}"
+    return [labels[i] for i, s in enumerate(slots) if s is _DYN]
 
 
 def _out_leaf(o, names):

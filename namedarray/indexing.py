@@ -113,8 +113,8 @@ def _index_one(x: NamedArray, name: str, i):
     else:
         i = jnp.asarray(i)
         if i.ndim > 1:
-            raise AxisSpecError(f"indexing axis {name!r} by name takes an int, a slice, a 1-d index array or a "
-                                f"NamedArray, got an array of shape {i.shape}")
+            raise AxisSpecError(f"indexing axis {name!r} by name takes an int, a slice, a 1-d index array or "
+                                f"a NamedArray, got an array of shape {i.shape}")
         # a 0-d index (e.g. a traced loop counter) selects one element like an int: the axis goes
         names = x.names if i.ndim else tuple(n for n in x.names if n != name)
     return _make(d[(slice(None),) * j + (i,)], names)

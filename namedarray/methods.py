@@ -70,7 +70,7 @@ def install(nx) -> None:
 
     for fname in _REDUCTIONS + _ALONG + _LIFTED:
         if fname == "flatten":
-            setattr(cls, "flatten", method("ravel"))
+            cls.flatten = method("ravel")
             continue
         setattr(cls, fname, method(fname))
 
@@ -104,12 +104,16 @@ def _array_ufunc(nx):
         kwargs.pop("out", None)
         if method == "__call__":
             f = getattr(nx, ufunc.__name__, None)
-            return NotImplemented if f is None else f(*inputs, **kwargs)
-        if method == "reduce":
-            f = _UFUNC_REDUCE.get(ufunc.__name__)
-            if f is not None:
-                kwargs.setdefault("axis", 0)  # ufunc.reduce defaults to the first axis, not all of them
-                return getattr(nx, f)(*inputs, **kwargs)
+            if f is None:
+                return NotImplemented
+            dtype = kwargs.pop("dtype", None)  # jax.numpy's elementwise functions take no dtype=
+            out = f(*inputs, **kwargs)
+            return out if dtype is None else nx.astype(out, dtype)
+        table = {"reduce": _UFUNC_REDUCE, "accumulate": _UFUNC_ACCUMULATE}.get(method, {})
+        f = table.get(ufunc.__name__)
+        if f is not None:
+            kwargs.setdefault("axis", 0)  # ufunc.reduce/accumulate default to the first axis, not all
+            return getattr(nx, f)(*inputs, **kwargs)
         return NotImplemented
 
     return __array_ufunc__
@@ -117,14 +121,37 @@ def _array_ufunc(nx):
 
 _UFUNC_REDUCE = {"add": "sum", "multiply": "prod", "maximum": "max", "minimum": "min",
                  "logical_and": "all", "logical_or": "any"}
+_UFUNC_ACCUMULATE = {"add": "cumsum", "multiply": "cumprod"}
 
 
 def _array_function(nx):
+    import jax.numpy as jnp
+
+    from .nmap import nmap
+
+    cache: dict = {}
+
+    def counterpart(func):
+        """``nx.<f>`` for ``numpy.<f>``; ``numpy.linalg.<f>`` etc. lift ``jax.numpy.linalg.<f>``."""
+        name, module = func.__name__, getattr(func, "__module__", None) or ""
+        if module == "numpy" and name not in _NX_MEANS_OTHER:
+            f = getattr(nx, name, None)
+            return f if callable(f) and not isinstance(f, type) else None
+        sub = jnp if module == "numpy" else getattr(jnp, module.removeprefix("numpy."), None)
+        jfn = getattr(sub, name, None) if module.startswith("numpy") else None
+        return nmap(jfn) if callable(jfn) else None
+
     def __array_function__(self, func, types, args, kwargs):
-        f = getattr(nx, func.__name__, None)
-        if f is None or not callable(f):
+        f = cache.get(func)
+        if f is None:
+            f = cache[func] = counterpart(func) or _NONE
+        if f is _NONE:
             return NotImplemented
         return f(*args, **kwargs)
 
     return __array_function__
 
+
+_NONE = object()
+# numpy functions whose name nx uses for something else: np.unwrap unwraps phases, nx.unwrap removes names
+_NX_MEANS_OTHER = {"unwrap"}

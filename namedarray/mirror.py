@@ -4,7 +4,8 @@ Each function is *declared* here once, by what its axis arguments mean, and buil
 
 * ``ELEMENTWISE``: broadcast by name (``add``, ``exp``, ``where``, ...);
 * ``REDUCTIONS``: ``axis=`` takes ints, names or a mixed tuple; ``axis=None`` reduces positional axes only;
-* ``ALONG``: operations along one axis that keep it (``cumsum``, ``sort``, ``flip``, ...), by position or name;
+* ``ALONG``: operations along one axis that keep it (``cumsum``, ``sort``, ``flip``, ...), by position or
+  name;
 * ``VALUE_DEPENDENT``: output size depends on values, so they cannot vectorise over names;
 * ``PASSTHROUGH``: not array functions (dtypes, constants, ``finfo``, ...), re-exported as they are;
 * everything else is lifted with :func:`namedarray.nmap`: it runs as if vmapped over every named axis, and
@@ -66,12 +67,14 @@ trim_zeros setdiff1d setxor1d union1d intersect1d
 """.split()
 
 PASSTHROUGH = """
-can_cast promote_types result_type issubdtype isdtype isscalar iterable dtype finfo iinfo broadcast_shapes
+promote_types issubdtype isdtype isscalar iterable dtype finfo iinfo broadcast_shapes
 einsum_path get_printoptions printoptions set_printoptions load save savez frombuffer fromfile fromiter
 fromstring from_dlpack frompyfunc fromfunction ix_ indices diag_indices tril_indices triu_indices
 mask_indices bool_ ndarray ufunc generic number integer floating inexact complexfloating signedinteger
 unsignedinteger character flexible
 """.split()
+
+DTYPE_QUERIES = "can_cast result_type iscomplexobj isrealobj".split()
 
 # jax.numpy names that nx uses for something else, or that are not functions of arrays
 EXCLUDED = {"unwrap"}  # nx.unwrap is the inverse of nx.wrap; phase unwrapping stays at jnp.unwrap
@@ -91,6 +94,8 @@ def _elementwise(fn: Callable, name: str, arity: int) -> Callable:
 
 
 def _is_array(v) -> bool:
+    if isinstance(v, type):  # dtypes such as np.float32 have a `shape` descriptor but are options
+        return False
     return isinstance(v, NamedArray) or hasattr(v, "__array__") or hasattr(v, "shape")
 
 
@@ -144,7 +149,49 @@ def _along(fn: Callable, name: str) -> Callable:
         kwargs.pop("axis")
         if any(_is_array(v) for v in kwargs.values()) or any(_is_array(v) for v in args):
             raise TypeError(f"{where}: along a named axis, options must be static (got an array argument)")
-        return engine.along(fn, a, axis, where, tuple(sorted(kwargs.items())), tuple(args))
+        # options given by position (split's sections, roll's shift, ...) are static, like keywords
+        op = _WithArgs(fn, tuple(args)) if args else fn
+        return engine.along(op, a, axis, where, tuple(sorted(kwargs.items())))
+
+    return f
+
+
+class _WithArgs:
+    """``fn(a, *args, **kw)`` as a hashable callable of ``a``: static options key the eager kernel cache."""
+
+    __slots__ = ("fn", "args")
+
+    def __init__(self, fn: Callable, args: tuple):
+        self.fn, self.args = fn, args
+
+    def __call__(self, a, **kwargs):
+        return self.fn(a, *self.args, **kwargs)
+
+    def __eq__(self, other):
+        return isinstance(other, _WithArgs) and self.fn is other.fn and self.args == other.args
+
+    def __hash__(self):
+        return hash((self.fn, self.args))
+
+
+def _unstack(x, /, *, axis: int | str = 0):
+    """``jnp.unstack``; along a name, the pieces are the array indexed at each position of that name."""
+    if isinstance(x, NamedArray) and isinstance(axis, str):
+        if axis not in x.names:
+            engine.normalize_axis(axis, x, "nx.unstack")  # raises the error naming the value's axes
+        return tuple(x[{axis: i}] for i in range(x.named_shape[axis]))
+    return engine.lift(jnp.unstack, (x,), {"axis": axis}, "nx.unstack")
+
+
+def _dtype_query(fn: Callable) -> Callable:
+    """Functions that only look at dtypes (``can_cast``, ``result_type``, ...) see a NamedArray's storage."""
+    # can_cast deprecates arrays as its `from_`; the others need the array (weak types, complexness)
+    as_dtype = fn is jnp.can_cast
+
+    @functools.wraps(fn)
+    def f(*args, **kwargs):
+        args = tuple((a.dtype if as_dtype else a.data) if isinstance(a, NamedArray) else a for a in args)
+        return fn(*args, **kwargs)
 
     return f
 
@@ -220,6 +267,9 @@ def build() -> dict[str, Callable]:
             out[name] = _value_dependent(obj, name)
         else:
             out[name] = _lifted(obj, name)
+    for name in DTYPE_QUERIES:
+        out[name] = _dtype_query(getattr(jnp, name))
+    out["unstack"] = functools.wraps(jnp.unstack)(_unstack)
     out["where"] = functools.wraps(jnp.where)(_where)
     out["clip"] = functools.wraps(jnp.clip)(_clip)
     for name in ("shape", "ndim", "size"):

@@ -15,7 +15,6 @@ import operator
 import jax
 import jax.numpy as jnp
 import numpy as np
-import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -440,7 +439,8 @@ def test_reductions_match_numpy(case):
     check_result(result, {n: universe[n] for n in left}, out_pos, ref)
     # the dtype is the one jnp gives on the aligned array
     jfn = getattr(jnp, fname)
-    expected = jax.eval_shape(lambda a: jfn(a, axis=None), jax.ShapeDtypeStruct(x.ref.shape, x.value.dtype)).dtype
+    struct = jax.ShapeDtypeStruct(x.ref.shape, x.value.dtype)
+    expected = jax.eval_shape(lambda a: jfn(a, axis=None), struct).dtype
     assert result.dtype == expected
 
 
