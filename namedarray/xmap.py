@@ -67,6 +67,7 @@ from .specs import AxisSpec, is_spec_leaf, parse
 __all__ = ["xmap", "XMapped", "SerialLoop", "serial_loop"]
 
 _WHERE = "nx.xmap"
+_Tracer = jax.core.Tracer
 
 
 # --------------------------------------------------------------------------------------------------------
@@ -344,12 +345,16 @@ class XMapped:
             return _trace(self._cfg, plan, *args)
         if self._cfg.backend is not None and plan.mesh is None:
             args = _to_backend(args, self._cfg.backend)
+        if plan.mesh is not None and not isinstance(plan.mesh, jax.sharding.AbstractMesh):
+            args = _place_args(self._cfg, plan, args)
         return self._compiled(plan, key, outer)(*args)
 
     def lower(self, *args):
         """Lower for these arguments (arrays or ``jax.ShapeDtypeStruct``): ``.compile()``, ``.as_text()``."""
         self._check_backend()
         plan, key = _res.resolve(self._cfg.resources, _WHERE)
+        if plan.mesh is not None and not isinstance(plan.mesh, jax.sharding.AbstractMesh):
+            args = _place_args(self._cfg, plan, args)
         return self._compiled(plan, key, _env.current()).lower(*args)
 
 
@@ -361,6 +366,48 @@ def _named_trace(cfg: _Config, plan: _res.Plan) -> Callable:
     call.__name__ = "xmap_" + "".join(c if c.isalnum() else "_" for c in cfg.name)
     call.__qualname__ = call.__name__
     return call
+
+
+def _place_args(cfg: _Config, plan: _res.Plan, args: tuple) -> tuple:
+    """Arguments laid out as their names require (xmap's in_shardings), so each device receives only its
+    block; already placed arguments are untouched. Anything the traced call will reject is left alone so
+    that it reports the error."""
+    try:
+        matched, tree = _match(cfg.in_tree, cfg.in_leaves, args, "in_axes", cfg.in_axes, len(args))
+    except AxisSpecError:
+        return args
+    msizes = _res.mesh_sizes(plan.mesh)
+    leaves = []
+    changed = False
+    for leaf, _, v in matched:
+        if isinstance(v, (jax.Array, np.ndarray, jax.ShapeDtypeStruct)) and not isinstance(v, _Tracer):
+            sharding = _arg_sharding(leaf.spec, v.shape, plan, msizes)
+            if sharding is not None and getattr(v, "sharding", None) != sharding:
+                if isinstance(v, jax.ShapeDtypeStruct):
+                    v = jax.ShapeDtypeStruct(v.shape, v.dtype, sharding=sharding, weak_type=v.weak_type)
+                else:
+                    v = jax.device_put(v, sharding)
+                changed = True
+        leaves.append(v)
+    return jax.tree.unflatten(tree, leaves) if changed else args
+
+
+def _arg_sharding(spec: AxisSpec, shape: tuple, plan: _res.Plan, msizes: Mapping[str, int]):
+    if spec.min_rank() > len(shape) or (spec.rank is not None and spec.rank != len(shape)):
+        return None
+    parts: list[Any] = [None] * len(shape)
+    used: set[str] = set()
+    for pos, name in spec.axes:
+        axes = plan.mesh_axes(name)
+        if not axes or shape[pos] % math.prod(msizes[a] for a in axes):
+            continue
+        if used & set(axes):  # a resource conflict: reported by the traced call, with the names
+            return None
+        used |= set(axes)
+        parts[pos] = axes[0] if len(axes) == 1 else axes
+    if all(p is None for p in parts):
+        return None
+    return NamedSharding(plan.mesh, PartitionSpec(*parts))
 
 
 def _to_backend(args, backend: str):

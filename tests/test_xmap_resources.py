@@ -231,6 +231,36 @@ def test_buffer_donation_with_mesh(kind):
         assert out.is_deleted()
 
 
+@pytest.mark.parametrize("kind", KINDS)
+def test_arguments_arrive_split_so_each_device_gets_its_block(kind):
+    # xmap's in_shardings: an argument is laid out by its names before the call (1/N bytes per device)
+    with in_context(kind, (4,), ("x",)):
+        f = xm(lambda a, w: nx.sum(a * w, "k"), (["b", "k"], ["k"]), ["b"], axis_resources={"b": "x"})
+        compiled = f.lower(jnp.ones((16, 4)), jnp.ones(4)).compile()
+        a_sharding, w_sharding = compiled.input_shardings[0]
+        assert same_spec(a_sharding.spec, P("x")) and same_spec(w_sharding.spec, P())
+        assert a_sharding.shard_shape((16, 4)) == (4, 4)
+        np.testing.assert_allclose(f(np.ones((16, 4)), np.arange(4.0)), np.full(16, 6.0))
+
+
+@pytest.mark.parametrize("types", [(AxisType.Explicit, AxisType.Auto), (AxisType.Auto, AxisType.Explicit)])
+def test_mixed_axis_types_compose_with_jit_grad_and_vmap(types):
+    rng = np.random.default_rng(0)
+    w, x = rng.normal(size=(4, 6)), rng.normal(size=(8, 4))
+
+    def positional(w, x):
+        return jnp.sum(jnp.tanh(x @ w))
+
+    f = xm(lambda w, x: nx.sum(nx.tanh(nx.pdot(x, w, "k")), axis=("b", "h")), (["k", "h"], ["b", "k"]), [...],
+           axis_resources={"b": "x", "h": "y"})
+    with jax.set_mesh(jax.make_mesh((4, 2), ("x", "y"), axis_types=types)):
+        np.testing.assert_allclose(jax.jit(f)(w, x), positional(w, x), rtol=1e-5)
+        np.testing.assert_allclose(jax.grad(f)(w, x), jax.grad(positional)(w, x), rtol=1e-5, atol=1e-6)
+        ws = np.stack([w, 2 * w])
+        np.testing.assert_allclose(jax.vmap(f, (0, None))(ws, x), jax.vmap(positional, (0, None))(ws, x),
+                                   rtol=1e-5)
+
+
 # ------------------------------------------------------------------------------------------------------
 # jax.Array integration (XMapArrayTest)
 
