@@ -11,6 +11,9 @@ stays about storage and types, and every operator goes through the same declared
 
 from __future__ import annotations
 
+import jax
+import numpy as np
+
 from .array import NamedArray
 
 __all__ = ["install"]
@@ -21,6 +24,8 @@ _BINARY = {
     "and": "bitwise_and", "or": "bitwise_or", "xor": "bitwise_xor", "lshift": "left_shift",
     "rshift": "right_shift", "divmod": "divmod",
 }
+# what an operator accepts on its other side; anything else gets NotImplemented, as jax.Array does
+_OPERANDS = (NamedArray, jax.Array, np.ndarray, np.generic, bool, int, float, complex, list, tuple)
 _COMPARE = {"lt": "less", "le": "less_equal", "gt": "greater", "ge": "greater_equal",
             "eq": "equal", "ne": "not_equal"}
 _UNARY = {"neg": "negative", "pos": "positive", "abs": "abs", "invert": "invert"}
@@ -37,9 +42,13 @@ def install(nx) -> None:
 
     def binary(fname):
         def op(self, other):
+            if not isinstance(other, _OPERANDS):  # let Python try the other side, or `is` for == and !=
+                return NotImplemented
             return getattr(nx, fname)(self, other)
 
         def rop(self, other):
+            if not isinstance(other, _OPERANDS):
+                return NotImplemented
             return getattr(nx, fname)(other, self)
 
         return op, rop
@@ -86,6 +95,10 @@ def install(nx) -> None:
             axes = tuple(axes[0])
         return nx.transpose(self, axes or None)
 
+    def __round__(self, ndigits=None):
+        return nx.round(self, ndigits or 0)
+
+    cls.__round__ = __round__
     cls.reshape = reshape
     cls.transpose = transpose
     cls.T = property(lambda self: nx.transpose(self), doc="Transpose of the positional axes.")

@@ -26,6 +26,7 @@ import functools
 from collections.abc import Callable
 
 import jax.numpy as jnp
+import numpy as np
 
 from . import engine
 from .array import NamedArray
@@ -94,7 +95,7 @@ def _elementwise(fn: Callable, name: str, arity: int) -> Callable:
 
 
 def _is_array(v) -> bool:
-    if isinstance(v, type):  # dtypes such as np.float32 have a `shape` descriptor but are options
+    if isinstance(v, (type, np.dtype)):  # dtypes have a `shape` attribute but are options
         return False
     return isinstance(v, NamedArray) or hasattr(v, "__array__") or hasattr(v, "shape")
 
@@ -113,16 +114,46 @@ def _reduction(fn: Callable, name: str, multi: bool, has_keepdims: bool) -> Call
             extra = ()
         if args and axis is None:
             axis, args = args[0], args[1:]
-        if args or any(_is_array(v) for v in kwargs.values()):
+        if args:
             raise TypeError(f"{where}: pass options by keyword (got extra positional arguments {args!r})")
+        op = fn
+        if _is_array(kwargs.get("where")):  # a mask broadcast by name, like any other operand
+            a, mask = engine.elementwise(_broadcast_pair, (a, kwargs.pop("where")), where)
+            op, extra = _Masked(fn), extra + (mask,)
+        arrays = sorted(k for k, v in kwargs.items() if _is_array(v))
+        if arrays:
+            raise TypeError(f"{where}: array-valued options {arrays} are not supported on NamedArrays")
         if not multi and (axis is None or isinstance(axis, (tuple, list))) and not _has_name(axis):
             # one positional axis or the flattened positional part: exactly the positional semantics
-            return engine.lift(fn, (a, *extra), dict(kwargs, axis=axis, **(
+            return engine.lift(op, (a, *extra), dict(kwargs, axis=axis, **(
                 {"keepdims": keepdims} if keepdims else {})), where)
-        return engine.reduce(fn, a, axis, where, keepdims, tuple(sorted(kwargs.items())), extra,
+        return engine.reduce(op, a, axis, where, keepdims, tuple(sorted(kwargs.items())), extra,
                              single=not multi)
 
     return f
+
+
+def _broadcast_pair(a, b):
+    return tuple(jnp.broadcast_arrays(a, b))
+
+
+class _Masked:
+    """``fn(a, ..., where=mask)`` with the mask (already aligned to ``a``) passed as the last operand."""
+
+    __slots__ = ("fn",)
+
+    def __init__(self, fn: Callable):
+        self.fn = fn
+
+    def __call__(self, a, *extra, **kwargs):
+        *rest, mask = extra
+        return self.fn(a, *rest, where=mask.data if isinstance(mask, NamedArray) else mask, **kwargs)
+
+    def __eq__(self, other):
+        return isinstance(other, _Masked) and self.fn is other.fn
+
+    def __hash__(self):
+        return hash((_Masked, self.fn))
 
 
 def _has_name(axis) -> bool:

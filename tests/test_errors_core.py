@@ -227,3 +227,8 @@ def test_the_ways_in_work_instead(x):
 def test_conversion_error_says_how_to_get_out(x):
     with pytest.raises(PositionalMisuseError, match=r"'batch', 'k'.*unwrap"):
         np.asarray(x)
+
+
+def test_array_valued_reduction_options_other_than_where(x):
+    with pytest.raises(TypeError, match=r"nx.max: array-valued options \['initial'\]"):
+        nx.max(x, "k", initial=jnp.zeros(()))

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import operator
+import warnings
 
 import jax
 import jax.numpy as jnp
@@ -580,3 +581,25 @@ def test_results_never_depend_on_storage_order(case):
         ra, rb = f(a), f(b)
         assert jax.tree.structure(ra) == jax.tree.structure(rb)
         np.testing.assert_array_equal(np.asarray(ra.data), np.asarray(rb.data))
+
+
+@settings(max_examples=30)
+@given(st.data())
+def test_masked_reductions_broadcast_the_mask_by_name(data):
+    universe = data.draw(universes(min_names=1))
+    pos = data.draw(_shapes())
+    x = data.draw(named_operands(universe, pos, np.float32, min_names=len(universe)))
+    mask = data.draw(named_operands(universe, pos, np.bool_))  # carries some of x's names
+    fname = data.draw(st.sampled_from(["sum", "mean", "max", "any"]))
+    axis = data.draw(axis_args(len(pos), sorted(universe), "multi"))
+    kw = {"initial": -10.0} if fname == "max" else {}
+    names = sorted(universe)
+    p = len(pos)
+    items = tuple(range(p)) if axis is None else (axis if isinstance(axis, tuple) else (axis,))
+    axes = tuple(p + names.index(a) if isinstance(a, str) else a % p for a in items)
+    with warnings.catch_warnings():  # NumPy warns on an all-masked mean (nan), as JAX returns
+        warnings.simplefilter("ignore", RuntimeWarning)
+        ref = getattr(np, fname)(x.ref, axis=axes, where=np.broadcast_to(mask.ref, x.ref.shape), **kw)
+    result = getattr(nx, fname)(x.value, axis=axis, where=mask.value, **kw)
+    left = {n: universe[n] for n in names if n not in items}
+    check_result(result, left, ref.shape[: ref.ndim - len(left)], ref)

@@ -189,3 +189,22 @@ def test_repr_html(x):
     assert "<td>#1</td><td>4</td><td>positional</td>" in html
     assert "<pre" in html
     assert "&lt;" in nx.wrap(jnp.ones(2), ["<b>"])._repr_html_()  # names are escaped
+
+
+def test_operators_defer_to_foreign_types_like_jax_arrays_do(x):
+    assert (x == None) is False and (x != None) is True  # noqa: E711
+    with pytest.raises(TypeError, match="unsupported operand"):
+        x + "a"
+
+    class Other:
+        def __radd__(self, other):
+            return "Other.__radd__"
+
+    assert x + Other() == "Other.__radd__"
+
+
+def test_python_round(x):
+    r = round(x / 3)
+    assert isinstance(r, nx.NamedArray) and r.named_shape == x.named_shape
+    np.testing.assert_array_equal(r.unwrap({1: "batch", 3: "k"}),
+                                  np.round(np.arange(120, dtype=np.float32).reshape(2, 3, 4, 5) / 3))
