@@ -242,8 +242,10 @@ def resolve(parsed: Mapping[str, tuple], where: str) -> tuple[Plan, tuple]:
     if mesh is not None:
         explicit = tuple(n for n, t in zip(mesh.axis_names, mesh.axis_types) if t == AxisType.Explicit)
     plan = Plan(mesh, explicit, axes, loop, tuple(looped))
-    key = (mesh, explicit, tuple(sorted(axes.items())), loop if loop is None or "#" not in loop[0]
-           else ("anon", loop[1]), plan.looped)
+    # anonymous loops get a fresh resource name per xmap (so nested ones never look alike); the cache key
+    # only needs to know there is one, so equal constructions still share a compilation
+    stable = tuple(sorted((n, tuple(_loop_label(r) for r in res)) for n, res in axes.items()))
+    key = (mesh, explicit, stable, None if loop is None else (_loop_label(loop[0]), loop[1]), plan.looped)
     return plan, key
 
 

@@ -59,6 +59,12 @@ def test_empty_specs_give_named_arrays_without_names():
     np.testing.assert_array_equal(out, np.full(3, 3.0))
 
 
+def test_none_spec_means_no_names():
+    # like vmap's None: an argument left unmapped (xmap itself required {} or [...])
+    out = xm(lambda a, b: a + b, (["i"], None), ["i"])(np.arange(3.0), 10.0)
+    np.testing.assert_array_equal(out, np.arange(3.0) + 10)
+
+
 def test_tuple_of_names_is_one_rank_asserting_spec():
     x = np.arange(6).reshape(2, 3)
     out = xm(lambda v: v + 1, ("a", "b"), ("b", "a"))(x)

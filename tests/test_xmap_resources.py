@@ -532,3 +532,41 @@ def test_loop_bounds_the_memory_of_the_body():
         .temp_size_in_bytes
     )
     assert looped * 4 <= full
+
+
+def test_equal_construction_under_a_new_but_equal_mesh_does_not_retrace():
+    # testCaching: the same xmap built twice, each time under a new but equal Mesh
+    calls = []
+
+    def f(x):
+        calls.append(1)
+        return x * 2
+
+    for _ in range(2):
+        with jax.set_mesh(Mesh(np.array(jax.devices()[:2]), ("x",))):
+            out = xm(f, ["a"], ["a"], axis_resources={"a": "x"})(np.arange(4.0))
+    np.testing.assert_array_equal(out, np.arange(4.0) * 2)
+    assert len(calls) == 1
+    with jax.set_mesh(Mesh(np.array(jax.devices()[:4]), ("x",))):  # a different mesh: traced again
+        xm(f, ["a"], ["a"], axis_resources={"a": "x"})(np.arange(4.0))
+    assert len(calls) == 2
+
+
+def test_nested_anonymous_loops_are_distinct_resources():
+    # an inner loop inside a looped outer body: two loops, values may carry both looped names
+    x = np.arange(24.0).reshape(4, 6)
+
+    def outer_body(row):
+        return xm(lambda v: v * 2, ["j"], ["j"], axis_resources={"j": nx.SerialLoop(3)})(row)
+
+    out = xm(outer_body, ["i", ...], ["i", ...], axis_resources={"i": nx.SerialLoop(2)})(x)
+    np.testing.assert_array_equal(out, x * 2)
+    calls = []
+
+    def f(v):
+        calls.append(1)
+        return v + 1
+
+    for _ in range(2):
+        xm(f, ["i"], ["i"], axis_resources={"i": nx.SerialLoop(2)})(np.arange(4.0))
+    assert len(calls) == 1
