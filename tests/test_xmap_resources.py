@@ -570,3 +570,18 @@ def test_nested_anonymous_loops_are_distinct_resources():
     for _ in range(2):
         xm(f, ["i"], ["i"], axis_resources={"i": nx.SerialLoop(2)})(np.arange(4.0))
     assert len(calls) == 1
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_resources_only_on_the_inner_xmap(kind):
+    x = np.arange(24.0).reshape(4, 6)
+
+    def outer_body(row):
+        return xm(lambda v: v * 2 + nx.psum(v, "j"), ["j"], ["j"], axis_resources={"j": "x"})(row)
+
+    with in_context(kind, (2,), ("x",)):
+        out = xm(outer_body, ["i", ...], ["i", ...])(x)
+        looped = jax.jit(xm(outer_body, ["i", ...], ["i", ...], axis_resources={"i": nx.SerialLoop(2)}))(x)
+    ref = x * 2 + x.sum(1, keepdims=True)
+    np.testing.assert_allclose(out, ref)
+    np.testing.assert_allclose(looped, ref)
