@@ -96,8 +96,9 @@ def _compiled_ops(f, args):
 def model_rows(name, models, quick):
     (f_nx, a_nx), (f_jnp, a_jnp) = models
     n = 5 if quick else 20
-    t_nx = best_of(lambda: jax.make_jaxpr(f_nx)(*a_nx), n)
-    t_jnp = best_of(lambda: jax.make_jaxpr(f_jnp)(*a_jnp), n)
+    # a fresh function object per trace: jax caches traces by function identity
+    t_nx = best_of(lambda: jax.make_jaxpr(lambda *a: f_nx(*a))(*a_nx), n)
+    t_jnp = best_of(lambda: jax.make_jaxpr(lambda *a: f_jnp(*a))(*a_jnp), n)
     ops_nx, ops_jnp = _compiled_ops(f_nx, a_nx), _compiled_ops(f_jnp, a_jnp)
     diff = {k: (ops_nx.get(k, 0), ops_jnp.get(k, 0)) for k in set(ops_nx) | set(ops_jnp)
             if ops_nx.get(k, 0) != ops_jnp.get(k, 0)}
