@@ -272,14 +272,14 @@ def _reduce_impl(static, x, *extra):
         if len(data_axes) != 1:
             raise AxisSpecError(f"{where} reduces over exactly one axis, got axis={axis!r}")
         data_axes = data_axes[0]
+    out = fn(x.data, *extra, axis=data_axes, **kw)
     if keepdims:
-        out = fn(x.data, *extra, axis=data_axes, keepdims=True, **kw)
-        # keepdims keeps positional axes only; the reduced named axes leave the named shape
-        drop = {p + x.names.index(n) for n in names}
-        lead = out.ndim - x.data.ndim  # e.g. quantile's leading q axes
-        out = out.reshape(tuple(s for i, s in enumerate(out.shape) if i - lead not in drop))
-    else:
-        out = fn(x.data, *extra, axis=data_axes, **kw)
+        # keepdims keeps positional axes only (size 1); the reduced named axes leave the named shape.
+        # Done here by a reshape: jnp's own keepdims is wrong for some functions on 0-d input (median).
+        kept = tuple(1 if i in ints else s for i, s in enumerate(x.data.shape[:p]))
+        kept += tuple(x.data.shape[p + x.names.index(n)] for n in out_names)
+        lead = out.ndim - (len(kept) - len(ints))  # e.g. quantile's leading q axes
+        out = out.reshape(out.shape[:lead] + kept)
     return _make(out, out_names)
 
 

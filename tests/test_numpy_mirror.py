@@ -235,3 +235,46 @@ def test_nmap_under_jit_and_with_named_collectives():
     np.testing.assert_allclose(centred.unwrap(["a", "b"]), [[-1, 0, 1], [-1, 0, 1]])
     out = jax.jit(nx.nmap(jnp.linalg.norm))(nx.wrap(np.ones((4, 2, 3), np.float32), ["batch", ...]))
     np.testing.assert_allclose(out.unwrap(["batch"]), np.full(4, np.sqrt(6.0)), rtol=1e-6)
+
+
+# --------------------------------------------------------------------------------------------------------
+# Joining and selecting along a name
+
+
+def test_concatenate_along_a_name_aligns_other_names_by_name():
+    a = nx.wrap(np.arange(6.0).reshape(2, 3), ["t", "f"])
+    b = nx.wrap(np.arange(12.0).reshape(3, 4) + 100, ["f", "t"])  # the other storage order
+    out = nx.concatenate([a, b], axis="t")
+    assert out.named_shape == {"t": 6, "f": 3}
+    want = np.concatenate([np.arange(6.0).reshape(2, 3), (np.arange(12.0).reshape(3, 4) + 100).T])
+    np.testing.assert_array_equal(out.unwrap(["t", "f"]), want)
+    jitted = jax.jit(lambda u, v: nx.concatenate([u, v], axis="t"))(a, b)
+    np.testing.assert_array_equal(jitted.unwrap(["t", "f"]), want)
+    # an operand without "f" broadcasts along it
+    c = nx.wrap(np.array([50.0, 51.0]), ["t"])
+    np.testing.assert_array_equal(nx.concatenate([a, c], axis="t").unwrap(["t", "f"])[2:],
+                                  np.repeat([[50.0], [51.0]], 3, 1))
+    np.testing.assert_array_equal(nx.append(a, c, axis="t").unwrap(["t", "f"])[2:], [[50.0] * 3, [51.0] * 3])
+
+
+def test_stack_along_a_new_name_and_positional_stack():
+    a = nx.wrap(np.arange(6.0).reshape(2, 3), ["t", "f"])
+    s = nx.stack([a, 2 * a, 3 * a], axis="layer")
+    assert s.named_shape == {"t": 2, "f": 3, "layer": 3}
+    np.testing.assert_array_equal(s.unwrap(["layer", "t", "f"]),
+                                  np.arange(6.0).reshape(2, 3) * np.arange(1, 4)[:, None, None])
+    p = nx.stack([a, a + 1], axis=0)
+    assert p.shape == (2,) and p.named_shape == {"t": 2, "f": 3}
+    np.testing.assert_array_equal(p[1].unwrap(["t", "f"]), np.arange(6.0).reshape(2, 3) + 1)
+
+
+def test_take_along_a_name():
+    a = nx.wrap(np.arange(6.0).reshape(2, 3), ["t", "f"])
+    ref = np.arange(6.0).reshape(2, 3)
+    np.testing.assert_array_equal(nx.take(a, jnp.array([2, 0]), axis="f").unwrap(["t", "f"]), ref[:, [2, 0]])
+    one = nx.take(a, 1, axis="f")
+    assert one.named_shape == {"t": 2}
+    np.testing.assert_array_equal(one.unwrap(["t"]), ref[:, 1])
+    by_name = nx.take(a, nx.wrap(jnp.array([2, 0]), ["j"]), axis="f")
+    assert by_name.named_shape == {"t": 2, "j": 2}
+    np.testing.assert_array_equal(by_name.unwrap(["t", "j"]), ref[:, [2, 0]])

@@ -453,13 +453,17 @@ def test_quantile_over_names_and_positions(data):
     x = data.draw(named_operands(universe, pos, np.float32, min_names=len(universe)))
     axis = data.draw(axis_args(len(pos), sorted(universe), "multi"))
     q = data.draw(st.sampled_from([0.25, (0.1, 0.5, 0.9)]))
+    keepdims = data.draw(st.booleans())
     names = sorted(universe)
-    result = nx.quantile(x.value, jnp.asarray(q), axis=axis)
+    result = nx.quantile(x.value, jnp.asarray(q), axis=axis, keepdims=keepdims)
     p = len(pos)
     items = tuple(range(p)) if axis is None else (axis if isinstance(axis, tuple) else (axis,))
     axes = tuple(p + names.index(a) if isinstance(a, str) else a % p for a in items)
-    ref = np.quantile(x.ref, q, axis=axes)
+    ref = np.quantile(x.ref, q, axis=axes, keepdims=keepdims)
     left = {n: universe[n] for n in names if n not in items}
+    if keepdims:  # NumPy kept the reduced names as size-1 axes too; the named result drops them
+        lead = np.ndim(q) + p
+        ref = ref.reshape(ref.shape[:lead] + tuple(left[n] for n in sorted(left)))
     check_result(result, left, ref.shape[: ref.ndim - len(left)], ref)
 
 
