@@ -9,8 +9,8 @@
   ``jax.nn.initializers``.
 
 A name the value lacks but an enclosing ``nx.xmap`` binds is one along which the value is constant (xmap's
-rule): ``logsumexp`` over it adds ``log(size)``, ``softmax`` divides by the size, ``standardize`` ignores it;
-the result's named shape is the value's (plus the name, for none of these: they never invent variation).
+rule): ``logsumexp`` over it adds ``log(size)``, ``softmax`` divides by the size, ``standardize`` ignores it.
+None of them adds the name to the result, since the result does not vary along it either.
 
 >>> import namedarray as nx, jax.numpy as jnp
 >>> logits = nx.wrap(jnp.zeros((2, 4)), ["batch", "classes"])
@@ -162,6 +162,9 @@ def _softmax_impl(static, x, mask):
 
 def softmax(x: Any, axis: Axis = -1, where: Any = None) -> Any:
     """``jax.nn.softmax`` over positional and/or named axes (``axis`` an int, a name or a tuple of both).
+
+    ``axis=None`` means every positional axis (named axes are reduced only when named, as in xmap);
+    ``where`` may be a NamedArray, broadcast by name.
 
     >>> import namedarray as nx, jax.numpy as jnp
     >>> x = nx.wrap(jnp.array([[0.0, 0.0], [1.0, 1.0]]), ["batch", "classes"])
