@@ -32,7 +32,8 @@ def header(x) -> str:
 
 def _values(x):
     d = x.data
-    if isinstance(d, jax.core.Tracer) or not hasattr(d, "shape"):
+    # tracers, and ShapeDtypeStructs (jax.eval_shape), have a type but no values to show
+    if isinstance(d, jax.core.Tracer) or not isinstance(d, (jax.Array, np.ndarray)):
         return None
     try:
         return np.asarray(d)

@@ -208,3 +208,11 @@ def test_python_round(x):
     assert isinstance(r, nx.NamedArray) and r.named_shape == x.named_shape
     np.testing.assert_array_equal(r.unwrap({1: "batch", 3: "k"}),
                                   np.round(np.arange(120, dtype=np.float32).reshape(2, 3, 4, 5) / 3))
+
+
+def test_repr_of_an_abstract_value(x):
+    r = jax.eval_shape(lambda v: v.sum("k"), x)
+    assert isinstance(r.data, jax.ShapeDtypeStruct)
+    assert r.shape == (2, 4) and r.named_shape == {"batch": 3}
+    assert repr(r) == "NamedArray(float32, shape=(2, 4), named_shape={'batch': 3}, axes=[#0, #1, batch])"
+    assert "<pre" not in r._repr_html_()

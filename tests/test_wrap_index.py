@@ -243,3 +243,23 @@ def test_indexing_by_name_errors(xe):
         xe[{"k": np.zeros((2, 2), int)}]
     with pytest.raises(AxisSpecError, match="no positional axes"):
         xe[{"k": nx.wrap(np.zeros((2, 2), int), ["j", ...])}]
+
+
+@settings(max_examples=30)
+@given(st.data())
+def test_unwrap_places_names_at_result_positions(data):
+    p = data.draw(st.integers(0, 2))
+    names = data.draw(st.lists(st.sampled_from(["a", "bb", "time", "x"]), unique=True, min_size=1,
+                               max_size=3))
+    shape = tuple(data.draw(st.integers(1, 3)) for _ in range(p + len(names)))
+    ref = np.arange(int(np.prod(shape)), dtype=np.int32).reshape(shape)  # positional axes, then `names`
+    x = nx.wrap(ref, {p + i: n for i, n in enumerate(names)})
+    rank = p + len(names)
+    slots = data.draw(st.lists(st.integers(0, rank - 1), unique=True, min_size=len(names),
+                               max_size=len(names)))
+    out_spec = dict(zip(slots, data.draw(st.permutations(names))))
+    positional = iter(range(p))
+    perm = [p + names.index(out_spec[r]) if r in out_spec else next(positional) for r in range(rank)]
+    form = data.draw(st.sampled_from(["dict", "list"]))
+    spec = out_spec if form == "dict" else [out_spec.get(r) for r in range(rank)]
+    np.testing.assert_array_equal(nx.unwrap(x, spec), ref.transpose(perm))
