@@ -1,8 +1,9 @@
 """Indexing: positional indices act on positional axes; a dict indexes by name.
 
 ``x[0]``, ``x[..., 1:3]``, ``x[None]``, ``x[idx_array]`` follow NumPy on the positional axes only (an
-``...`` never reaches the named axes). ``x[{"batch": 0}]`` drops the axis, ``x[{"batch": slice(0, 4)}]`` and
-``x[{"batch": [0, 2]}]`` keep it, and a NamedArray index gathers by name (vectorised over its names).
+``...`` never reaches the named axes). ``x[{"batch": 0}]`` drops the axis (so does a 0-d integer array, a
+traced loop counter for instance), ``x[{"batch": slice(0, 4)}]`` and ``x[{"batch": [0, 2]}]`` keep it, and a
+NamedArray index gathers by name (vectorised over its names).
 
 >>> import namedarray as nx, jax.numpy as jnp
 >>> x = nx.wrap(jnp.arange(24).reshape(2, 3, 4), {0: "b"})

@@ -4,10 +4,12 @@ Each function is *declared* here once, by what its axis arguments mean, and buil
 
 * ``ELEMENTWISE``: broadcast by name (``add``, ``exp``, ``where``, ...);
 * ``REDUCTIONS``: ``axis=`` takes ints, names or a mixed tuple; ``axis=None`` reduces positional axes only;
+  a ``where=`` mask broadcasts by name like any operand;
 * ``ALONG``: operations along one axis that keep it (``cumsum``, ``sort``, ``flip``, ...), by position or
   name;
 * ``VALUE_DEPENDENT``: output size depends on values, so they cannot vectorise over names;
 * ``PASSTHROUGH``: not array functions (dtypes, constants, ``finfo``, ...), re-exported as they are;
+* ``DTYPE_QUERIES``: ``can_cast``, ``result_type``, ...: they look at a NamedArray's dtype only;
 * everything else is lifted with :func:`namedarray.nmap`: it runs as if vmapped over every named axis, and
   its integer axis arguments keep their positional meaning.
 

@@ -1,7 +1,7 @@
 """Named shapes: the unordered name -> size part of a NamedArray's type.
 
-Names are unordered. A :class:`NamedShape` compares and hashes as a set of ``(name, size)`` pairs, and equals a
-plain ``dict`` with the same items. Storage order is a separate, internal matter: a NamedArray always stores
+Names are unordered. A :class:`NamedShape` compares and hashes as a set of ``(name, size)`` pairs, and equals
+a plain ``dict`` with the same items. Storage order is a separate, internal matter: a NamedArray always stores
 its named axes sorted by name (:func:`canonical`), so two arrays with equal named shapes have equal pytree
 structure.
 

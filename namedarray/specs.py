@@ -93,8 +93,8 @@ def parse(spec: Any, where: str, *, what: str = "axis specification") -> AxisSpe
         _check_unique([n for _, n in items], spec, where, what)
         return AxisSpec(tuple(items), None if open_ended else len(entries))
     if isinstance(spec, str):
-        raise AxisSpecError(f"{where}: got the bare string {spec!r}; write [{spec!r}, ...] to name the leading "
-                            f"axis, or [{spec!r}] to also assert rank 1")
+        raise AxisSpecError(f"{where}: got the bare string {spec!r}; write [{spec!r}, ...] to name the "
+                            f"leading axis, or [{spec!r}] to also assert rank 1")
     raise AxisSpecError(f"{where}: {_SPEC_HELP}\nbut got: {spec!r}")
 
 

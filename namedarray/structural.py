@@ -16,7 +16,7 @@ from __future__ import annotations
 import jax.numpy as jnp
 
 from . import engine
-from .array import NamedArray
+from .array import NamedArray, _make
 from .errors import AxisSpecError, DuplicateAxisError, fmt_names
 from .wrapping import tag, untag
 
@@ -68,6 +68,8 @@ def append(arr, values, axis: int | str | None = None):
 def _stack_impl(static, *arrays):
     name, dtype, where = static
     out = engine.lift(lambda *xs: jnp.stack(xs, axis=-1, dtype=dtype), arrays, {}, where)
+    if not isinstance(out, NamedArray):  # every operand was positional: nothing was lifted
+        out = _make(out, ())
     return tag(out, -1, name, where)
 
 
@@ -107,7 +109,8 @@ def take(a, indices, axis: int | str | None = None, out=None, mode=None, unique_
     """
     if isinstance(axis, str) and isinstance(a, NamedArray):
         if axis not in a.names:
-            raise AxisSpecError(f"nx.take: the array has no axis {axis!r} (it has {fmt_names(a.names) or 'none'})")
+            raise AxisSpecError(f"nx.take: the array has no axis {axis!r} "
+                                f"(it has {fmt_names(a.names) or 'none'})")
         shape = getattr(indices, "shape", ())
         if len(shape) > 1:
             raise AxisSpecError(f"nx.take along name {axis!r}: indices must be a scalar or 1-d (got shape "

@@ -21,8 +21,14 @@ import numpy as np
 
 from . import env as _env
 from .array import NamedArray, _make, from_storage, transpose
-from .errors import (AxisSpecError, DuplicateAxisError, RankError, UnboundAxisError, UnplacedAxisError,
-                     fmt_names)
+from .errors import (
+    AxisSpecError,
+    DuplicateAxisError,
+    RankError,
+    UnboundAxisError,
+    UnplacedAxisError,
+    fmt_names,
+)
 from .shape import canonical, check_name
 from .specs import AxisSpec, parse
 
@@ -134,8 +140,9 @@ def unwrap(x: Any, axes: Any = None, *, where: str = "nx.unwrap", sizes: Mapping
         names = names_full
     rank = p + len(names)
     if spec.rank is not None and spec.rank != rank:
-        raise RankError(f"{where}: the specification {_spec_text(spec)} asserts a result of rank {spec.rank}, "
-                        f"but the value has {p} positional axes and {len(names)} named ones (rank {rank})")
+        raise RankError(f"{where}: the specification {_spec_text(spec)} asserts a result of rank "
+                        f"{spec.rank}, but the value has {p} positional axes and {len(names)} named ones "
+                        f"(rank {rank})")
     need = spec.min_rank()
     if need > rank:
         raise RankError(
@@ -156,7 +163,8 @@ def rename(x: NamedArray, mapping: Mapping[str, str], where: str = "rename") -> 
     for old, new in mapping.items():
         check_name(new, where)
         if old not in x.names:
-            raise AxisSpecError(f"{where}: the array has no axis {old!r} (it has {fmt_names(x.names) or 'none'})")
+            raise AxisSpecError(f"{where}: the array has no axis {old!r} "
+                                f"(it has {fmt_names(x.names) or 'none'})")
     new_names = tuple(mapping.get(n, n) for n in x.names)
     if len(set(new_names)) != len(new_names):
         dup = sorted({n for n in new_names if new_names.count(n) > 1})
@@ -167,7 +175,8 @@ def rename(x: NamedArray, mapping: Mapping[str, str], where: str = "rename") -> 
 def untag(x: NamedArray, name: str, position: int | None = None, where: str = "untag") -> NamedArray:
     """Turn named axis ``name`` into a positional axis at ``position`` (default: last positional)."""
     if name not in x.names:
-        raise AxisSpecError(f"{where}: the array has no axis {name!r} (it has {fmt_names(x.names) or 'none'})")
+        raise AxisSpecError(f"{where}: the array has no axis {name!r} "
+                            f"(it has {fmt_names(x.names) or 'none'})")
     d = x.data
     p = d.ndim - len(x.names)
     position = p if position is None else position

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import pathlib
 import sys
+import tempfile
 
 import nbformat
 import pytest
@@ -18,8 +19,6 @@ TIMEOUT_S = 120  # per cell; the whole tour takes a few seconds
 
 def execute(nb, *, cwd: pathlib.Path | None = None, kernel_dir: pathlib.Path | None = None):
     """Run ``nb`` in place on a kernel started with ``sys.executable``, not whatever 'python3' names."""
-    import tempfile
-
     with tempfile.TemporaryDirectory() as tmp:
         spec_dir = pathlib.Path(kernel_dir or tmp) / "kernels" / "nx-current"
         spec_dir.mkdir(parents=True, exist_ok=True)

@@ -278,3 +278,9 @@ def test_take_along_a_name():
     by_name = nx.take(a, nx.wrap(jnp.array([2, 0]), ["j"]), axis="f")
     assert by_name.named_shape == {"t": 2, "j": 2}
     np.testing.assert_array_equal(by_name.unwrap(["t", "j"]), ref[:, [2, 0]])
+
+
+def test_stacking_positional_arrays_along_a_new_name():
+    s = nx.stack([jnp.zeros(2), jnp.ones(2), np.full(2, 2.0)], axis="layer")
+    assert s.shape == (2,) and s.named_shape == {"layer": 3}
+    np.testing.assert_array_equal(s.unwrap([None, "layer"]), [[0, 1, 2], [0, 1, 2]])

@@ -216,3 +216,14 @@ def test_repr_of_an_abstract_value(x):
     assert r.shape == (2, 4) and r.named_shape == {"batch": 3}
     assert repr(r) == "NamedArray(float32, shape=(2, 4), named_shape={'batch': 3}, axes=[#0, #1, batch])"
     assert "<pre" not in r._repr_html_()
+
+
+@pytest.mark.parametrize("module", ["array", "shape", "specs", "wrapping", "engine", "mirror", "structural",
+                                    "indexing", "methods", "render", "nmap", "errors", "env"])
+def test_docstring_examples_of_the_core_modules(module):
+    import doctest
+    import importlib
+
+    mod = importlib.import_module(f"namedarray.{module}")
+    result = doctest.testmod(mod, optionflags=doctest.NORMALIZE_WHITESPACE)
+    assert result.failed == 0 and result.attempted > 0
