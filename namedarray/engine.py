@@ -174,6 +174,9 @@ def _elementwise_impl(static, *operands):
             break
     if same:
         k = len(names)
+        for v in named:  # trace time only: a transform that mapped a named axis left too few dims
+            if v.data.ndim < k:
+                named_sizes(v)
         tail = first.data.shape[first.data.ndim - k:] if k else ()
         for v in named[1:]:
             if (v.data.shape[v.data.ndim - k:] if k else ()) != tail:
@@ -207,6 +210,8 @@ def normalize_axis(axis, x: NamedArray, where: str, *, allow_unbound: bool = Fal
     not carry must be bound by an enclosing ``nx.xmap`` when ``allow_unbound``; else they are an error.
     """
     p = pos_ndim(x)
+    if p < 0:
+        named_sizes(x)  # raises: a transform mapped one of the named axes
     if axis is None:
         return tuple(range(p)), ()
     items = axis if isinstance(axis, (tuple, list)) else (axis,)

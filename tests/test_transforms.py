@@ -263,3 +263,13 @@ def test_expm_frechet_keyword_arguments_pass_through(frechet_inputs):
     frechet = nx.nmap(expm_frechet)(nx.wrap(a, ["b", ...]), nx.wrap(e, ["b", ...]), compute_expm=False)
     assert isinstance(frechet, nx.NamedArray)
     np.testing.assert_allclose(frechet[{"b": 2}].unwrap(), expm_frechet(a[2], e[2])[1], rtol=1e-4, atol=1e-5)
+
+
+def test_mapping_a_named_axis_is_a_clear_error():
+    # a NamedArray with no positional axes: vmap/scan can only slice one of its named axes
+    x = nx.wrap(jnp.ones((3, 2)), ["a", "b"])
+    for f in (lambda r: r * 2, lambda r: r.sum("a"), lambda r: nx.cumsum(r, axis="b")):
+        with pytest.raises(nx.errors.AxisSpecError, match="mapped one of its named axes"):
+            jax.vmap(f)(x)
+    with pytest.raises(nx.errors.AxisSpecError, match="mapped one of its named axes"):
+        lax.scan(lambda c, r: (c, r + 1), 0.0, x)
