@@ -31,9 +31,9 @@ _COMPARE = {"lt": "less", "le": "less_equal", "gt": "greater", "ge": "greater_eq
 _UNARY = {"neg": "negative", "pos": "positive", "abs": "abs", "invert": "invert"}
 
 _REDUCTIONS = "sum prod max min mean var std any all argmax argmin ptp".split()
-_ALONG = "cumsum cumprod sort argsort repeat".split()
+_ALONG = "cumsum cumprod sort argsort argpartition repeat".split()
 _LIFTED = "reshape transpose squeeze swapaxes ravel flatten diagonal trace conj conjugate round clip take " \
-          "nonzero searchsorted".split()
+          "nonzero searchsorted copy dot compress".split()
 
 
 def install(nx) -> None:

@@ -227,3 +227,17 @@ def test_docstring_examples_of_the_core_modules(module):
     mod = importlib.import_module(f"namedarray.{module}")
     result = doctest.testmod(mod, optionflags=doctest.NORMALIZE_WHITESPACE)
     assert result.failed == 0 and result.attempted > 0
+
+
+def test_array_methods(x):
+    ref = np.arange(120, dtype=np.float32).reshape(2, 3, 4, 5)  # (p0, batch, p1, k)
+    spec = {1: "batch", 3: "k"}
+    np.testing.assert_array_equal(x.copy().unwrap(spec), ref)
+    np.testing.assert_allclose(x.dot(jnp.ones(4)).unwrap([None, "batch", "k"]), ref.sum(2))
+    np.testing.assert_array_equal(x.cumsum("k").unwrap(spec), ref.cumsum(3))
+    np.testing.assert_array_equal(x.max(("batch", 1)).unwrap([None, "k"]), ref.max((1, 2)))
+    np.testing.assert_array_equal(x.argsort("batch").unwrap(spec), np.argsort(ref, 1, kind="stable"))
+    np.testing.assert_array_equal(x.clip(10, 20).unwrap(spec), ref.clip(10, 20))
+    np.testing.assert_array_equal(x.swapaxes(0, 1).unwrap({1: "batch", 3: "k"}), ref.transpose(2, 1, 0, 3))
+    np.testing.assert_array_equal(x.ravel().unwrap([None, "batch", "k"]),
+                                  ref.transpose(0, 2, 1, 3).reshape(8, 3, 5))
