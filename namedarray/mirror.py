@@ -25,6 +25,8 @@ Declarations for contractions and other operations with richer axis semantics (`
 from __future__ import annotations
 
 import functools
+import sys
+import types
 from collections.abc import Callable
 
 import jax.numpy as jnp
@@ -77,6 +79,7 @@ mask_indices bool_ ndarray ufunc generic number integer floating inexact complex
 unsignedinteger character flexible
 """.split()
 
+SUBMODULES = ("linalg", "fft")
 DTYPE_QUERIES = "can_cast result_type iscomplexobj isrealobj".split()
 
 # jax.numpy names that nx uses for something else, or that are not functions of arrays
@@ -216,6 +219,20 @@ def _unstack(x, /, *, axis: int | str = 0):
     return engine.lift(jnp.unstack, (x,), {"axis": axis}, "nx.unstack")
 
 
+def _lifted_module(sub: str) -> types.ModuleType:
+    """``nx.linalg``/``nx.fft``: every function of ``jax.numpy.<sub>`` lifted over named axes."""
+    src = getattr(jnp, sub)
+    mod = types.ModuleType(f"namedarray.{sub}", f"``jax.numpy.{sub}``, each function lifted over named axes "
+                                                f"(positional arguments keep their meaning).")
+    for name in dir(src):
+        if not name.startswith("_"):
+            obj = getattr(src, name)
+            lifted = callable(obj) and not isinstance(obj, type)
+            setattr(mod, name, _lifted(obj, f"{sub}.{name}") if lifted else obj)
+    sys.modules[mod.__name__] = mod  # so that `from namedarray.linalg import det` works too
+    return mod
+
+
 def _dtype_query(fn: Callable) -> Callable:
     """Functions that only look at dtypes (``can_cast``, ``result_type``, ...) see a NamedArray's storage."""
     # can_cast deprecates arrays as its `from_`; the others need the array (weak types, complexness)
@@ -303,6 +320,8 @@ def build() -> dict[str, Callable]:
     for name in DTYPE_QUERIES:
         out[name] = _dtype_query(getattr(jnp, name))
     out["unstack"] = functools.wraps(jnp.unstack)(_unstack)
+    for sub in SUBMODULES:
+        out[sub] = _lifted_module(sub)
     out["where"] = functools.wraps(jnp.where)(_where)
     out["clip"] = functools.wraps(jnp.clip)(_clip)
     for name in ("shape", "ndim", "size"):

@@ -284,3 +284,18 @@ def test_stacking_positional_arrays_along_a_new_name():
     s = nx.stack([jnp.zeros(2), jnp.ones(2), np.full(2, 2.0)], axis="layer")
     assert s.shape == (2,) and s.named_shape == {"layer": 3}
     np.testing.assert_array_equal(s.unwrap([None, "layer"]), [[0, 1, 2], [0, 1, 2]])
+
+
+def test_linalg_and_fft_namespaces_lift_over_names():
+    d = np.random.default_rng(0).normal(size=(2, 3, 3)).astype(np.float32)
+    m = nx.wrap(d, ["batch", ...])
+    np.testing.assert_allclose(nx.linalg.det(m).unwrap(["batch"]), np.linalg.det(d), rtol=1e-4)
+    np.testing.assert_allclose(nx.linalg.norm(m, axis=0).unwrap(["batch", ...]), np.linalg.norm(d, axis=1),
+                               rtol=1e-5)
+    u, s, vt = nx.linalg.svd(m)
+    assert s.named_shape == {"batch": 2} and s.shape == (3,)
+    np.testing.assert_allclose(s.unwrap(["batch", ...]), np.linalg.svd(d)[1], rtol=1e-4)
+    np.testing.assert_allclose(nx.fft.rfft(m).unwrap(["batch", ...]), np.fft.rfft(d), rtol=1e-4, atol=1e-5)
+    from namedarray.linalg import inv
+
+    np.testing.assert_allclose(inv(m).unwrap(["batch", ...]), np.linalg.inv(d), rtol=1e-3, atol=1e-4)
