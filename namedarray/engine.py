@@ -76,27 +76,89 @@ def _is_traced(operands: Sequence[Any]) -> bool:
     return False
 
 
-def run(impl: Callable, static: Any, operands: tuple):
-    """Run ``impl(static, *operands)``: inline when tracing, else as one cached jitted kernel."""
-    if _is_traced(operands):
-        stats.traced_calls += 1
-        out = impl(static, *operands)
-        if _env.current().resources:  # inside nx.xmap with resources: no value may use one twice
-            from .resources import check_created
+class _Kernel:
+    """One jitted implementation on *storage* arrays, for one layout of its operands.
 
-            check_created(out, static)
-        return out
+    Operands enter as raw arrays (no NamedArray pytree to flatten per call) and the result's structure (its
+    axis names) is recorded when jax traces the kernel. Names never depend on sizes or dtypes, only on the
+    operands' names and ranks, which the layout key fixes, so one recorded structure serves every call.
+    """
+
+    __slots__ = ("jitted", "names", "tree")
+
+    def __init__(self, impl: Callable, static: Any, layout: tuple):
+        self.names = None  # the result's names, when the result is one NamedArray
+        self.tree = None  # else its pytree structure
+
+        def on_storage(*datas):
+            ops = [d if lay is None or lay[0] is None else _make(d, lay[0]) for d, lay in zip(datas, layout)]
+            out = impl(static, *ops)
+            if type(out) is NamedArray:
+                self._record(out.names, None)
+                return out.data
+            leaves, tree = jax.tree.flatten(out)
+            self._record(None, tree)
+            return leaves
+
+        self.jitted = jax.jit(on_storage)
+
+    def _record(self, names, tree) -> None:
+        if self.names is None and self.tree is None:
+            self.names, self.tree = names, tree
+        elif (names, tree) != (self.names, self.tree):
+            raise AssertionError(f"the result structure of a kernel changed between traces: "
+                                 f"{self.names or self.tree} then {names or tree}")
+
+    def __call__(self, datas):
+        out = self.jitted(*datas)
+        if self.names is not None:
+            return _make(out, self.names)
+        return jax.tree.unflatten(self.tree, out)
+
+
+def run(impl: Callable, static: Any, operands: tuple):
+    """Run ``impl(static, *operands)``: inline when tracing, else as one cached jitted kernel.
+
+    The eager kernel cache is keyed by the implementation, its static configuration, the axis environment
+    and the operands' layout (names and rank); jax's own cache inside each kernel handles shapes, dtypes
+    and weak types.
+    """
+    datas = []
+    layout = []
+    for v in operands:
+        if type(v) is NamedArray:
+            d = v.data
+            if isinstance(d, _Tracer):
+                return _run_traced(impl, static, operands)
+            datas.append(d)
+            layout.append((v.names, d.ndim))
+        else:
+            if isinstance(v, _Tracer):
+                return _run_traced(impl, static, operands)
+            datas.append(v)
+            layout.append((None, getattr(v, "ndim", -1)) if v is not None else None)
     env = _env.current()
-    key = (impl, static, None if env is _env.EMPTY else env)
+    layout = tuple(layout)
+    key = (impl, static, layout, None if env is _env.EMPTY else env)
     try:
         kernel = _kernels.get(key)
     except TypeError:  # unhashable static configuration: run op by op rather than fail
         return impl(static, *operands)
     if kernel is None:
-        kernel = _kernels[key] = jax.jit(functools.partial(impl, static))
+        kernel = _kernels[key] = _Kernel(impl, static, layout)
         stats.kernels_built += 1
     stats.eager_calls += 1
-    return kernel(*operands)
+    return kernel(datas)
+
+
+def _run_traced(impl: Callable, static: Any, operands: tuple):
+    stats.traced_calls += 1
+    out = impl(static, *operands)
+    if _env.current().resources:  # inside nx.xmap with resources: no value may use one twice
+        from .resources import check_created
+
+        check_created(out, static)
+    return out
 
 
 def clear_cache() -> None:
@@ -138,7 +200,7 @@ def align(v: Any, names: tuple[str, ...], sizes: dict[str, int] | None = None):
             raise AxisSpecError(f"cannot align names {fmt_names(v.names)} to {fmt_names(names)}")
         # v.names is a sorted subset of the sorted `names`: a reshape inserts the missing axes.
         shape = d.shape[:p] + tuple(own.get(n, 1) for n in names)
-        d = d.reshape(shape)
+        d = jax.lax.reshape(d, shape)  # the primitive: jnp's reshape costs trace time on every op
         if sizes is not None:
             d = jnp.broadcast_to(d, d.shape[:p] + tuple(sizes[n] for n in names))
         return d
@@ -147,7 +209,7 @@ def align(v: Any, names: tuple[str, ...], sizes: dict[str, int] | None = None):
     v = jnp.asarray(v)
     if v.ndim == 0:
         return v
-    d = v.reshape(v.shape + (1,) * len(names))
+    d = jax.lax.reshape(v, v.shape + (1,) * len(names))
     if sizes is not None:
         d = jnp.broadcast_to(d, v.shape + tuple(sizes[n] for n in names))
     return d

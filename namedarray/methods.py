@@ -41,15 +41,17 @@ def install(nx) -> None:
     cls = NamedArray
 
     def binary(fname):
+        f = getattr(nx, fname)  # bound once: operators are the hottest eager path
+
         def op(self, other):
             if not isinstance(other, _OPERANDS):  # let Python try the other side, or `is` for == and !=
                 return NotImplemented
-            return getattr(nx, fname)(self, other)
+            return f(self, other)
 
         def rop(self, other):
             if not isinstance(other, _OPERANDS):
                 return NotImplemented
-            return getattr(nx, fname)(other, self)
+            return f(other, self)
 
         return op, rop
 

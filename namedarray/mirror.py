@@ -91,6 +91,8 @@ def _elementwise(fn: Callable, name: str, arity: int) -> Callable:
 
     @functools.wraps(fn)
     def f(*args, **kwargs):
+        if not kwargs and len(args) == arity:  # the hot path of every operator
+            return engine.elementwise(fn, args, where)
         operands, rest = args[:arity], args[arity:]
         if rest or any(_is_array(v) for v in kwargs.values()):
             return engine.lift(fn, args, kwargs, where)
@@ -107,13 +109,17 @@ def _is_array(v) -> bool:
 
 def _reduction(fn: Callable, name: str, multi: bool, has_keepdims: bool) -> Callable:
     where = f"nx.{name}"
+    takes_q = name in ("quantile", "percentile", "nanquantile", "nanpercentile")
+    fast = multi and not takes_q
 
     @functools.wraps(fn)
     def f(a, *args, axis=None, keepdims=False, **kwargs):
+        if fast and not kwargs and len(args) <= 1 and type(a) is NamedArray:  # x.sum("b"): the hot path
+            return engine.reduce(fn, a, args[0] if args else axis, where, keepdims)
         if not isinstance(a, NamedArray):
             kw = dict(kwargs, keepdims=keepdims) if has_keepdims else kwargs
             return fn(a, *args, axis=axis, **kw)
-        if name in ("quantile", "percentile", "nanquantile", "nanpercentile"):
+        if takes_q:
             extra, args = args[:1], args[1:]  # q: leading positional axes of the result
         else:
             extra = ()

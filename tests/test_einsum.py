@@ -404,8 +404,6 @@ def test_eager_einsum_is_one_cached_kernel_per_layout():
     assert engine.stats.kernels_built == 1 and engine.stats.eager_calls == 7
     nx.einsum(spec, x, y_wide).block_until_ready()
     assert len(_COMPILES) == first + 1 and engine.stats.kernels_built == 1
-    key = (einsum_mod._einsum_impl, (spec, None, None), None)
-    assert engine._kernels[key]._cache_size() == 2  # one trace per layout
     misses = einsum_mod.plan.cache_info().misses
     nx.einsum(spec, x, y)
     assert einsum_mod.plan.cache_info().misses == misses  # and no planning at all on a cached call
