@@ -89,6 +89,30 @@ def block_models(batch=4, seq=64, embed=128, heads=4, head=32, mlp=512):
     return (f_nx, (pn, xn)), (f_jnp, (p, x))
 
 
+def block_storage_twin(pn, xn):
+    """The positional block written over the arrays exactly as nx stores them.
+
+    nx stores named axes sorted by name, so x{batch, seq, embed} lives as (batch, embed, seq) and the
+    projections as (embed, head, heads). A positional program handed those same arrays compiles to the same
+    work as the named one: any difference from ``f_jnp`` is the storage layout, not the names.
+    """
+    assert xn.names == ("batch", "embed", "seq") and pn["wq"].names == ("embed", "head", "heads")
+    scale = pn["wq"].named_shape["head"] ** -0.5
+
+    def twin(p, x):
+        q = jnp.einsum("bes,edh->bdhs", x, p["wq"])
+        k = jnp.einsum("bes,edh->bdhs", x, p["wk"])
+        v = jnp.einsum("bes,edh->bdhs", x, p["wv"])
+        att = jax.nn.softmax(jnp.einsum("bdhs,bdht->bhts", q, k) * scale, axis=2)
+        o = jnp.einsum("bhts,bdht->bdhs", att, v)
+        h = x + jnp.einsum("bdhs,edh->bes", o, p["wo"])
+        hn = jax.nn.standardize(h, axis=1)
+        m = jax.nn.gelu(jnp.einsum("bes,em->bms", hn, p["w1"]))
+        return h + jnp.einsum("bms,em->bes", m, p["w2"])
+
+    return twin, ({k: v.data for k, v in pn.items()}, xn.data)
+
+
 def _compiled_ops(f, args):
     return hlo_ops(jax.jit(f).lower(*args).compile().as_text())
 
@@ -109,6 +133,8 @@ def model_rows(name, models, quick):
     fl = compare({"nx": lambda: jax.tree.flatten(a_nx), "jnp": lambda: jax.tree.flatten(a_jnp)},
                  reps=500 if quick else 3000, warmup=50)
     diff_text = "equal" if not diff else ", ".join(f"{k} {a} vs {b}" for k, (a, b) in sorted(diff.items()))
+    if diff:
+        diff_text += f" (total {sum(ops_nx.values())} vs {sum(ops_jnp.values())})"
     return [
         [name, "trace time (make_jaxpr)", f"{t_nx * 1e3:.2f} ms", f"{t_jnp * 1e3:.2f} ms", f"{t_nx / t_jnp:.2f}x"],
         [name, "compiled HLO work instructions", str(sum(ops_nx.values())), str(sum(ops_jnp.values())),
@@ -121,9 +147,18 @@ def model_rows(name, models, quick):
 
 
 def main(quick: bool = False) -> str:
-    rows = model_rows("2-layer MLP", mlp_models(), quick) + model_rows("transformer block", block_models(), quick)
+    block = block_models()
+    storage = block_storage_twin(*block[0][1])
+    rows = (model_rows("2-layer MLP", mlp_models(), quick) + model_rows("transformer block", block, quick)
+            + model_rows("transformer block vs positional code on nx's storage layout", (block[0], storage),
+                         quick)[1:3])
     return ("## Under jit (1 device)\n\n"
-            + table(["model", "measure", "nx", "jnp", "nx vs jnp"], rows))
+            + table(["model", "measure", "nx", "jnp", "nx vs jnp"], rows)
+            + "\n\nCompiled instructions are the work instructions of the optimised HLO (fusions count once; "
+            "parameters, tuples, constants and bitcasts are not counted). nx stores named axes sorted by name, "
+            "so the block's x{batch, seq, embed} lives as (batch, embed, seq): against positional code written "
+            "for its own layout (batch, seq, embed) that costs the layout transposes counted in the second "
+            "block row; against positional code over the same stored arrays the work is equal (last rows).")
 
 
 if __name__ == "__main__":
