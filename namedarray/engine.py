@@ -194,6 +194,10 @@ def align(v: Any, names: tuple[str, ...], sizes: dict[str, int] | None = None):
             return v.data
         d = v.data
         p = d.ndim - len(v.names)
+        if sizes is None and p == 0 and names[len(names) - len(v.names):] == v.names:
+            # a trailing run of the names (a bias {hidden} against {batch, hidden}): NumPy's right-aligned
+            # broadcasting already lines it up, exactly as positional code would rely on
+            return d
         own = dict(zip(v.names, d.shape[p:]))
         extra = set(v.names) - set(names)
         if extra:

@@ -139,10 +139,23 @@ def _full(operands: tuple, where: str) -> tuple[list, tuple[str, ...], int]:
     return out, names, len(pshape)
 
 
-def _storage_axes(axis: Any, names: tuple[str, ...], p: int, where: str):
-    """(storage axes of ``axis``, product of the sizes of the bound names the value lacks)."""
-    probe = _make(jax.ShapeDtypeStruct((1,) * p + (1,) * len(names), jnp.float32), names)
-    ints, named = engine.normalize_axis(axis, probe, where, allow_unbound=True)
+class _Layout:
+    """Just what ``engine.normalize_axis`` reads of a value: its names and storage rank."""
+
+    __slots__ = ("names", "data")
+
+    def __init__(self, p: int, names: tuple[str, ...]):
+        self.names = names
+        self.data = jax.ShapeDtypeStruct((1,) * (p + len(names)), jnp.float32)
+
+
+def _storage_axes(axis: Any, names: tuple[str, ...], p: int, where: str, value: Any = None):
+    """(storage axes of ``axis``, product of the sizes of the bound names the value lacks).
+
+    ``value`` is the NamedArray itself when its storage is used as is (saves building a stand-in).
+    """
+    ints, named = engine.normalize_axis(axis, value if value is not None else _Layout(p, names), where,
+                                        allow_unbound=True)
     carried = tuple(p + names.index(n) for n in named if n in names)
     env = _env.current()
     missing = math.prod(env.size(n, where) for n in named if n not in names)
@@ -151,8 +164,12 @@ def _storage_axes(axis: Any, names: tuple[str, ...], p: int, where: str):
 
 def _softmax_impl(static, x, mask):
     log, axis, where = static
-    (d, m), names, p = _full((x, mask), where)
-    axes, missing = _storage_axes(axis, names, p, where)
+    if mask is None and type(x) is NamedArray:  # the common case: no broadcasting to do
+        d, m, names, p, value = x.data, None, x.names, engine.pos_ndim(x), x
+    else:
+        (d, m), names, p = _full((x, mask), where)
+        value = None
+    axes, missing = _storage_axes(axis, names, p, where, value)
     if log:
         out = jax.nn.log_softmax(d, axis=axes, where=m)
         return _make(out - math.log(missing) if missing != 1 else out, names)
