@@ -8,10 +8,9 @@ jax.config.update("jax_cpu_enable_async_dispatch", False)
 
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
+from common import compare, table  # noqa: E402
 
 import namedarray as nx  # noqa: E402
-
-from common import compare, table  # noqa: E402
 
 SIZES = [(32, 64), (1024, 1024)]
 

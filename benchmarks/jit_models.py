@@ -13,10 +13,9 @@ jax.config.update("jax_cpu_enable_async_dispatch", False)
 
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
+from common import best_of, compare, hlo_ops, table  # noqa: E402
 
 import namedarray as nx  # noqa: E402
-
-from common import best_of, compare, hlo_ops, table  # noqa: E402
 
 
 def _rand(rng, *shape, scale=1.0):
@@ -136,12 +135,14 @@ def model_rows(name, models, quick):
     if diff:
         diff_text += f" (total {sum(ops_nx.values())} vs {sum(ops_jnp.values())})"
     return [
-        [name, "trace time (make_jaxpr)", f"{t_nx * 1e3:.2f} ms", f"{t_jnp * 1e3:.2f} ms", f"{t_nx / t_jnp:.2f}x"],
+        [name, "trace time (make_jaxpr)", f"{t_nx * 1e3:.2f} ms", f"{t_jnp * 1e3:.2f} ms",
+         f"{t_nx / t_jnp:.2f}x"],
         [name, "compiled HLO work instructions", str(sum(ops_nx.values())), str(sum(ops_jnp.values())),
          diff_text],
         [name, "steady-state jitted call", f"{t['nx']:.1f} us", f"{t['jnp']:.1f} us",
          f"{t['nx'] / t['jnp']:.2f}x"],
-        [name, f"pytree flatten of the arguments ({leaves} leaves)", f"{fl['nx']:.2f} us", f"{fl['jnp']:.2f} us",
+        [name, f"pytree flatten of the arguments ({leaves} leaves)", f"{fl['nx']:.2f} us",
+         f"{fl['jnp']:.2f} us",
          f"+{(fl['nx'] - fl['jnp']) / leaves:.2f} us/leaf"],
     ]
 
@@ -155,8 +156,9 @@ def main(quick: bool = False) -> str:
     return ("## Under jit (1 device)\n\n"
             + table(["model", "measure", "nx", "jnp", "nx vs jnp"], rows)
             + "\n\nCompiled instructions are the work instructions of the optimised HLO (fusions count once; "
-            "parameters, tuples, constants and bitcasts are not counted). nx stores named axes sorted by name, "
-            "so the block's x{batch, seq, embed} lives as (batch, embed, seq): against positional code written "
+            "parameters, tuples, constants and bitcasts are not counted). nx stores named axes sorted by "
+            "name, so the block's x{batch, seq, embed} lives as (batch, embed, seq): against positional code "
+            "written "
             "for its own layout (batch, seq, embed) that costs the layout transposes counted in the second "
             "block row; against positional code over the same stored arrays the work is equal (last rows).")
 

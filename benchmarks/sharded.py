@@ -15,12 +15,11 @@ jax.config.update("jax_cpu_enable_async_dispatch", False)
 
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
+from common import collectives, table  # noqa: E402
 from jax.sharding import AxisType, NamedSharding  # noqa: E402
 from jax.sharding import PartitionSpec as P  # noqa: E402
 
 import namedarray as nx  # noqa: E402
-
-from common import collectives, table  # noqa: E402
 
 BATCH, INPUTS, HIDDEN, CLASSES = 256, 784, 512, 16
 
@@ -90,7 +89,8 @@ def strategy_rows() -> list[list[str]]:
         rows.append([
             label, f"{out_nx:.6f} / {out_hand:.6f} ({'equal' if agree else 'DIFFER'})",
             _fmt(collectives(c_nx.as_text())), _fmt(collectives(c_hand.as_text())),
-            f"{c_nx.memory_analysis().argument_size_in_bytes} / {c_hand.memory_analysis().argument_size_in_bytes}"
+            f"{c_nx.memory_analysis().argument_size_in_bytes} / "
+            f"{c_hand.memory_analysis().argument_size_in_bytes}"
             f" (expected {int(expected)}, unsharded {total})",
         ])
     return rows
@@ -135,7 +135,8 @@ def main(quick: bool = False) -> str:
     out = ["## Sharded: the tutorial MLP loss on 8 simulated CPU devices\n",
            table(["strategy", "loss nx / hand-written", "collectives nx", "collectives hand-written",
                   "argument bytes per device nx / hand-written"], strategy_rows())]
-    out += ["\n## Serial loops: memory of a chunked map (sum(tanh(outer(x, y))) per batch element, 16x512, 1 device)\n",
+    out += ["\n## Serial loops: memory of a chunked map (sum(tanh(outer(x, y))) per batch element, 16x512, "
+            "1 device)\n",
             table(["resources", "temp bytes (compiled memory analysis)"], serial_loop_rows())]
     return "\n".join(out)
 

@@ -23,7 +23,6 @@ it), plus :func:`lift`, which vectorises any positional function over named axes
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable, Sequence
 from typing import Any
 
