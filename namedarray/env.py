@@ -125,10 +125,10 @@ def bind(sizes: Mapping[str, int], *, resources: Mapping[str, tuple] | None = No
 
 
 def axis_rules(rules: Mapping[str, Any]):
-    """Map logical axis names to mesh axes for ``x.shard()`` inside the ``with`` block.
+    """Map logical axis names to mesh axes inside the ``with`` block (the rules sharding by name reads).
 
     >>> import namedarray as nx
-    >>> with nx.axis_rules({"batch": "data", "embed": None}):
+    >>> with nx.env.axis_rules({"batch": "data", "embed": None}):
     ...     nx.env.current().rules["batch"]
     'data'
     """
