@@ -14,43 +14,31 @@ NamedArray index gathers by name (vectorised over its names).
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 import jax.numpy as jnp
 import numpy as np
 
 from . import engine
 from .array import NamedArray, _make
-from .errors import AxisSpecError, fmt_names
+from .errors import AxisSpecError, PositionalMisuseError, fmt_names
 from .wrapping import untag
 
 __all__ = ["getitem"]
 
 
-def _static_key(index: tuple):
-    """A hashable form of an index made only of ints, slices, None and Ellipsis; None if it has arrays."""
-    out = []
-    for i in index:
-        if i is None or i is Ellipsis:
-            out.append(i)
-        elif isinstance(i, slice):
-            out.append(("slice", i.start, i.stop, i.step))
-        elif isinstance(i, (int, np.integer)) and not isinstance(i, bool):
-            out.append(int(i))
-        else:
-            return None
-    return tuple(out)
-
-
-def _from_key(key: tuple) -> tuple:
-    return tuple(slice(*k[1:]) if isinstance(k, tuple) else k for k in key)
+def _is_bool_scalar(i) -> bool:
+    return isinstance(i, (bool, np.bool_)) or (
+        getattr(i, "ndim", None) == 0 and np.dtype(i.dtype) == np.bool_)
 
 
 def _consumed(i) -> int:
+    """How many positional axes index ``i`` consumes (NumPy's rules: a boolean mask of rank r takes r)."""
     if i is None or i is Ellipsis:
         return 0
     if hasattr(i, "dtype") and np.dtype(i.dtype) == np.bool_:
-        return max(np.ndim(i), 1)
-    return 1
+        return np.ndim(i)
+    return 0 if isinstance(i, bool) else 1
 
 
 def _storage_index(index: tuple, p: int, k: int) -> tuple:
@@ -59,32 +47,53 @@ def _storage_index(index: tuple, p: int, k: int) -> tuple:
     if used > p:
         raise IndexError(f"too many indices for the positional axes: {used} indices for {p} positional axes "
                          "(index named axes by name: x[{'name': i}])")
-    if any(i is Ellipsis for i in index):
-        at = next(j for j, i in enumerate(index) if i is Ellipsis)
-        index = index[:at] + (slice(None),) * (p - used) + index[at + 1:]
+    ellipses = [j for j, i in enumerate(index) if i is Ellipsis]
+    if len(ellipses) > 1:
+        raise IndexError("an index can only have a single ellipsis ('...')")
+    fill = (slice(None),) * (p - used)
+    if ellipses:
+        at = ellipses[0]
+        index = index[:at] + fill + index[at + 1:]
     else:
-        index = index + (slice(None),) * (p - used)
-    return index + (slice(None),) * k
+        index = index + fill
+    # np.bool_ scalars: jax's indexing accepts Python bools only
+    return tuple(bool(i) if isinstance(i, np.bool_) else i for i in index) + (slice(None),) * k
 
 
-def _positional_impl(key, x):
-    d = x.data
-    k = len(x.names)
-    return _make(d[_storage_index(_from_key(key), d.ndim - k, k)], x.names)
+def getitem(x: NamedArray, index: Any) -> NamedArray:
+    """``x[index]``: NumPy indexing of the positional axes, or by name with a dict.
 
-
-def getitem(x: NamedArray, index):
+    >>> import namedarray as nx, jax.numpy as jnp
+    >>> x = nx.wrap(jnp.arange(6).reshape(2, 3), ["a", ...])
+    >>> x[-1].named_shape, x[{"a": 1}].unwrap().tolist()
+    ({'a': 2}, [3, 4, 5])
+    """
     if isinstance(index, Mapping):
         return _by_name(x, index)
     index = index if isinstance(index, tuple) else (index,)
     if any(isinstance(i, NamedArray) for i in index):
+        index = tuple(_named_index(i) for i in index)
+    if any(isinstance(i, NamedArray) for i in index):
         return engine.lift(lambda a, idx: a[idx], (x, index), {}, "NamedArray.__getitem__")
-    key = _static_key(index)
-    if key is not None:
-        return engine.run(_positional_impl, key, (x,))
+    # jax's own eager indexing: it dispatches static indices without compiling a kernel per index value
     d = x.data
     k = len(x.names)
-    return _make(d[_storage_index(index, d.ndim - k, k)], x.names)
+    p = engine.pos_ndim(x)
+    if p < 0:
+        engine.named_sizes(x)  # raises: a transform mapped one of the named axes
+    return _make(d[_storage_index(index, p, k)], x.names)
+
+
+def _named_index(i):
+    if not isinstance(i, NamedArray):
+        return i
+    if not i.names:
+        return i.data
+    if np.dtype(i.dtype) == np.bool_:
+        raise PositionalMisuseError(
+            f"a boolean NamedArray index with named axes {fmt_names(i.names)} selects a value-dependent "
+            "number of elements, which cannot vectorise over names; use nx.where(mask, x, fill) instead")
+    return i
 
 
 def _by_name(x: NamedArray, index: Mapping):
@@ -100,22 +109,34 @@ def _by_name(x: NamedArray, index: Mapping):
     return x
 
 
+_BY_NAME_HELP = "an int, a slice, a 1-d integer or boolean index array or a NamedArray"
+
+
 def _index_one(x: NamedArray, name: str, i):
     d = x.data
     p = d.ndim - len(x.names)
     j = p + x.names.index(name)
-    if isinstance(i, (int, np.integer)) and not isinstance(i, bool):
-        size = d.shape[j]
+    size = d.shape[j]
+    if _is_bool_scalar(i):  # NumPy would add an axis: by name, that axis would have no name
+        raise AxisSpecError(f"indexing axis {name!r} by name takes {_BY_NAME_HELP}, got the boolean {i!r}")
+    if isinstance(i, (int, np.integer)):
         if not -size <= int(i) < size:
             raise IndexError(f"index {int(i)} is out of bounds for axis {name!r} with size {size}")
         names = tuple(n for n in x.names if n != name)
     elif isinstance(i, slice):
         names = x.names
     else:
-        i = jnp.asarray(i)
-        if i.ndim > 1:
-            raise AxisSpecError(f"indexing axis {name!r} by name takes an int, a slice, a 1-d index array or "
-                                f"a NamedArray, got an array of shape {i.shape}")
+        given = i
+        try:
+            i = jnp.asarray(i)
+        except (TypeError, ValueError):
+            i = None
+        if i is None or i.dtype.kind not in "biu" or i.ndim > 1:
+            what = (f"an array of dtype {i.dtype} and shape {i.shape}" if hasattr(given, "shape")
+                    or isinstance(given, list) else repr(given))
+            raise AxisSpecError(f"indexing axis {name!r} by name takes {_BY_NAME_HELP}, got {what}")
+        if i.dtype == jnp.bool_ and i.shape != (size,):
+            raise IndexError(f"boolean index of shape {i.shape} for axis {name!r} with size {size}")
         # a 0-d index (e.g. a traced loop counter) selects one element like an int: the axis goes
         names = x.names if i.ndim else tuple(n for n in x.names if n != name)
     return _make(d[(slice(None),) * j + (i,)], names)

@@ -148,6 +148,8 @@ POSITIONAL_INDICES = [
     (None,), (slice(None), None), (Ellipsis, None), (1, 2), (-1, Ellipsis), (np.array([0, 3, 3]),),
     (jnp.array([4, 0]), slice(0, 2)), ([1, 2],), (np.array([[0, 1], [2, 3]]),),
     (np.array([True, False, True, False, True]),), (slice(None), np.array([2, 0])), (jnp.int32(3),),
+    # a boolean scalar consumes no axis: it adds one of size 1 (or 0) where it stands
+    (Ellipsis, True), (True,), (np.bool_(False),), (Ellipsis, np.array(True)), (0, True, Ellipsis),
 ]
 
 
@@ -172,6 +174,34 @@ def test_positional_indexing_under_jit_with_traced_indices(xe):
 def test_too_many_positional_indices(xe):
     with pytest.raises(IndexError, match="too many indices.*by name"):
         xe[0, 0, 0]
+    with pytest.raises(IndexError, match="single ellipsis"):
+        xe[..., 0, ...]
+
+
+def test_boolean_scalar_index_of_a_value_with_no_positional_axes():
+    y = nx.wrap(np.arange(3.0), ["k"])
+    assert y[True].shape == (1,) and y[True].named_shape == {"k": 3}
+    np.testing.assert_array_equal(y[True].unwrap([None, "k"]), np.arange(3.0)[None])
+    assert y[False].shape == (0,)
+
+
+def test_eager_positional_indexing_compiles_nothing_per_index_value(xe):
+    compiles = []
+
+    def listener(name, *_, **__):
+        if name == "/jax/core/compile/backend_compile_duration":
+            compiles.append(name)
+
+    jax.monitoring.register_event_duration_secs_listener(listener)
+    try:
+        for form in (lambda i: xe[i], lambda i: xe[i:i + 1], lambda i: xe[i, 2], lambda i: xe[..., i % 3]):
+            form(0)
+            compiles.clear()
+            outs = [form(i) for i in range(1, 5)]
+            assert compiles == []
+        np.testing.assert_array_equal(_names_first(outs[-1]), REF_E[..., 4 % 3])
+    finally:
+        jax.monitoring.unregister_event_duration_listener(listener)
 
 
 def test_a_named_array_as_a_positional_index_vectorises_over_its_names(xe):
@@ -243,6 +273,26 @@ def test_indexing_by_name_errors(xe):
         xe[{"k": np.zeros((2, 2), int)}]
     with pytest.raises(AxisSpecError, match="no positional axes"):
         xe[{"k": nx.wrap(np.zeros((2, 2), int), ["j", ...])}]
+
+
+@pytest.mark.parametrize("bad", [True, np.bool_(False), jnp.array(True), None, Ellipsis, 1.0, "x",
+                                 np.array([0.5])], ids=repr)
+def test_indexing_by_name_with_an_index_that_is_no_index(xe, bad):
+    # a boolean scalar would add an axis that has no name; the others are not indices at all
+    with pytest.raises(AxisSpecError, match="indexing axis 'k' by name takes an int, a slice"):
+        xe[{"k": bad}]
+
+
+def test_boolean_mask_by_name_must_cover_the_axis(xe):
+    with pytest.raises(IndexError, match="boolean index of shape \\(3,\\) for axis 'k' with size 4"):
+        xe[{"k": np.array([True, False, True])}]
+
+
+def test_boolean_named_array_as_index(xe):
+    mask = nx.wrap(np.array([True, False, True, True, False]))  # no names: a positional mask
+    np.testing.assert_array_equal(_names_first(xe[mask]), REF_E[:, :, [0, 2, 3]])
+    with pytest.raises(nx.errors.PositionalMisuseError, match="boolean NamedArray index.*'a'.*nx.where"):
+        xe[xe > 3]
 
 
 @settings(max_examples=30)
