@@ -26,6 +26,7 @@ from __future__ import annotations
 import functools
 import inspect
 import math
+import operator
 import types
 from collections.abc import Callable
 from typing import Any
@@ -119,19 +120,32 @@ def _static_axis(axis: Any) -> Any:
     return tuple(axis) if isinstance(axis, list) else axis
 
 
-def _full(operands: tuple, where: str) -> tuple[list, tuple[str, ...], int]:
-    """The operands broadcast to one full storage shape (positional broadcast shape, then every name)."""
+_PY_SCALARS = (int, float, complex, bool)
+
+
+def _full(operands: tuple, where: str, labels: tuple[str, ...]) -> tuple[list, tuple[str, ...], int]:
+    """The operands broadcast to one full storage shape (positional broadcast shape, then every name).
+
+    ``labels`` name the operands (``"x"``, ``"where"``, ...) in the error for positional shapes that do not
+    broadcast.
+    """
     sizes = engine.join(operands, where)
     names = canonical(sizes)
-    shapes = [v.shape if type(v) is NamedArray else np.shape(v) for v in operands if v is not None]
-    pshape = tuple(np.broadcast_shapes(*shapes))
+    shapes = [(v.shape if type(v) is NamedArray else np.shape(v), label)
+              for v, label in zip(operands, labels) if v is not None]
+    try:
+        pshape = tuple(np.broadcast_shapes(*(s for s, _ in shapes)))
+    except ValueError:
+        raise AxisSizeError(f"{where}: the positional shapes do not broadcast: "
+                            + ", ".join(f"{s} in {label!r}" for s, label in shapes if s)
+                            + " (named axes broadcast by name, positional ones as in NumPy)") from None
     full = pshape + tuple(sizes[n] for n in names)
     out = []
     for v in operands:
         if v is None:
             out.append(None)
             continue
-        if isinstance(v, (int, float, complex, bool)):
+        if isinstance(v, _PY_SCALARS):
             out.append(v)  # a Python scalar broadcasts by itself and keeps its weak type
             continue
         d = engine.align(v, names, sizes) if type(v) is NamedArray else engine.align(jnp.asarray(v), names)
@@ -139,37 +153,24 @@ def _full(operands: tuple, where: str) -> tuple[list, tuple[str, ...], int]:
     return out, names, len(pshape)
 
 
-class _Layout:
-    """Just what ``engine.normalize_axis`` reads of a value: its names and storage rank."""
-
-    __slots__ = ("names", "data")
-
-    def __init__(self, p: int, names: tuple[str, ...]):
-        self.names = names
-        self.data = jax.ShapeDtypeStruct((1,) * (p + len(names)), jnp.float32)
-
-
-def _storage_axes(axis: Any, names: tuple[str, ...], p: int, where: str, value: Any = None):
-    """(storage axes of ``axis``, product of the sizes of the bound names the value lacks).
-
-    ``value`` is the NamedArray itself when its storage is used as is (saves building a stand-in).
-    """
-    ints, named = engine.normalize_axis(axis, value if value is not None else _Layout(p, names), where,
-                                        allow_unbound=True)
-    carried = tuple(p + names.index(n) for n in named if n in names)
+def _storage_axes(axis: Any, x: NamedArray, where: str) -> tuple[tuple[int, ...], int]:
+    """(storage axes of ``axis`` in ``x``, product of the sizes of the bound names ``x`` lacks)."""
+    ints, named = engine.normalize_axis(axis, x, where, allow_unbound=True)
+    p = engine.pos_ndim(x)
+    carried = tuple(p + x.names.index(n) for n in named if n in x.names)
     env = _env.current()
-    missing = math.prod(env.size(n, where) for n in named if n not in names)
+    missing = math.prod(env.size(n, where) for n in named if n not in x.names)
     return ints + carried, missing
 
 
 def _softmax_impl(static, x, mask):
     log, axis, where = static
     if mask is None and type(x) is NamedArray:  # the common case: no broadcasting to do
-        d, m, names, p, value = x.data, None, x.names, engine.pos_ndim(x), x
+        d, m, names = x.data, None, x.names
     else:
-        (d, m), names, p = _full((x, mask), where)
-        value = None
-    axes, missing = _storage_axes(axis, names, p, where, value)
+        (d, m), names, _ = _full((x, mask), where, ("x", "where"))
+        x = _make(d, names)
+    axes, missing = _storage_axes(axis, x, where)
     if log:
         out = jax.nn.log_softmax(d, axis=axes, where=m)
         return _make(out - math.log(missing) if missing != 1 else out, names)
@@ -215,8 +216,8 @@ def _keep_positional(out, named_axes: set[int], keepdims: bool):
 
 def _lse_impl(static, x, b, mask):
     mean, axis, keepdims, return_sign, where = static
-    (d, bd, m), names, p = _full((x, b, mask), where)
-    axes, missing = _storage_axes(axis, names, p, where)
+    (d, bd, m), names, p = _full((x, b, mask), where, ("a", "b", "where"))
+    axes, missing = _storage_axes(axis, _make(d, names), where)
     reduced = {a for a in axes if a >= p}
     out_names = tuple(n for i, n in enumerate(names) if p + i not in reduced)
     if mean:
@@ -265,10 +266,10 @@ def logmeanexp(x: Any, axis: Axis = None, where: Any = None, keepdims: bool = Fa
 
 def _standardize_impl(static, x, mean, variance, epsilon, mask):
     axis, algorithm, where = static
-    (d, mu, var, m), names, p = _full((x, mean, variance, mask), where)
-    axes, _ = _storage_axes(axis, names, p, where)  # missing names: x is constant there, nothing to do
-    out = jax.nn.standardize(d, axis=axes, mean=mu, variance=var, epsilon=epsilon, where=m,
-                             algorithm=algorithm)
+    (d, mu, var, eps, m), names, _ = _full((x, mean, variance, epsilon, mask), where,
+                                          ("x", "mean", "variance", "epsilon", "where"))
+    axes, _ = _storage_axes(axis, _make(d, names), where)  # missing names: x is constant there, no-op
+    out = jax.nn.standardize(d, axis=axes, mean=mu, variance=var, epsilon=eps, where=m, algorithm=algorithm)
     return _make(out, names)
 
 
@@ -291,12 +292,16 @@ def standardize(x: Any, axis: Axis = -1, mean: Any = None, variance: Any = None,
 
 def _glu_impl(static, x):
     axis, where = static
-    (d,), names, p = _full((x,), where)
-    axes, _ = _storage_axes(axis, names, p, where)
+    x = x if type(x) is NamedArray else _make(jnp.asarray(x), ())
+    axes, _ = _storage_axes(axis, x, where)
     if len(axes) != 1:
         raise AxisSpecError(f"{where}: axis must be one positional axis or one name the value carries, "
-                                   f"got axis={axis!r}")
-    return _make(jax.nn.glu(d, axis=axes[0]), names)
+                            f"got axis={axis!r}")
+    size = x.data.shape[axes[0]]
+    if size % 2:
+        raise AxisSizeError(f"{where}: axis {axis!r} has size {size}, which cannot be split into two "
+                            "halves (glu needs an even size)")
+    return _make(jax.nn.glu(x.data, axis=axes[0]), x.names)
 
 
 def glu(x: Any, axis: int | str = -1) -> Any:
@@ -340,11 +345,11 @@ def one_hot(x: Any, num_classes: int, *, dtype: Any = None, axis: int | str = -1
             return jax.nn.one_hot(x, num_classes, dtype=dtype, axis=axis)
         return engine.lift(jax.nn.one_hot, (x, num_classes), {"dtype": dtype, "axis": axis}, where)
     try:
-        num_classes = int(num_classes)
+        num_classes = operator.index(num_classes)  # as jax.nn.one_hot: 3.5 is an error, not 3 classes
     except TypeError:
         raise TypeError(f"{where}: num_classes must be a static int, got {num_classes!r}") from None
     env = _env.current()
-    if env.is_bound(axis) and env.size(axis) != num_classes:
+    if env.is_bound(axis) and env.size(axis, where) != num_classes:
         raise AxisSizeError(f"{where}: Expected num_classes to match the size of axis {axis}, but "
                             f"{num_classes} != {env.size(axis)} (axis {axis!r} is bound by an enclosing "
                             "nx.xmap)")

@@ -148,6 +148,15 @@ def test_standardize_with_given_statistics_and_where():
                                rtol=1e-4, atol=1e-5)
 
 
+def test_standardize_with_a_named_epsilon():
+    R = np.random.default_rng(110)
+    d = R.normal(size=(4, 3)).astype(np.float32)
+    eps = np.array([1e-5, 0.5, 3.0], np.float32)
+    out = nx.nn.standardize(nx.wrap(d, ["batch", "feat"]), "batch", epsilon=nx.wrap(eps, ["feat"]))
+    np.testing.assert_allclose(out.unwrap(["batch", "feat"]), jax.nn.standardize(d, axis=0, epsilon=eps),
+                               rtol=1e-5, atol=1e-6)
+
+
 def test_over_bound_names_the_value_lacks():
     R = np.random.default_rng(105)
     # the value is constant along 'k': the answer is what the broadcast value would give
@@ -230,6 +239,35 @@ def test_one_hot_errors():
         nx.nn.one_hot(jnp.array([0, 1]), 3, axis="i")
     with pytest.raises(errors.DuplicateAxisError, match="already carry axis 'classes'"):
         nx.nn.one_hot(nx.wrap(jnp.array([0, 1]), ["classes"]), 2, axis="classes")
+    with pytest.raises(TypeError, match="num_classes must be a static int, got 3.5"):
+        nx.nn.one_hot(jnp.array([0, 1]), 3.5, axis="classes")  # not silently 3 classes
+
+
+@pytest.mark.parametrize("f", [
+    lambda x: nx.nn.logsumexp(x, "q"),
+    lambda x: nx.nn.logmeanexp(x, ("q", 0)),
+    lambda x: nx.nn.standardize(x, "q"),
+    lambda x: nx.nn.softmax(x, "q", where=nx.wrap(jnp.ones(3, bool), ["b"])),
+    lambda x: nx.nn.glu(x, "q"),
+], ids=["logsumexp", "logmeanexp", "standardize", "softmax_where", "glu"])
+def test_an_axis_neither_carried_nor_bound_is_an_unbound_axis_error(f):
+    x = nx.wrap(jnp.ones((2, 3, 4)), ["a", "b", ...])
+    with pytest.raises(errors.UnboundAxisError, match=r"unbound axis name 'q'.*'a', 'b' \(positional shape "
+                                                      r"\(4,\)\)"):
+        f(x)
+
+
+def test_shapes_that_do_not_fit_are_named_errors():
+    x = nx.wrap(jnp.ones((2, 3, 4)), ["a", "b", ...])
+    with pytest.raises(errors.AxisSizeError, match=r"positional shapes do not broadcast: \(4,\) in 'a', "
+                                                   r"\(7,\) in 'b'"):
+        nx.nn.logsumexp(x, "a", b=jnp.ones(7))
+    with pytest.raises(errors.AxisSizeError, match=r"\(4,\) in 'x', \(2,\) in 'where'"):
+        nx.nn.standardize(x, "a", where=jnp.ones(2, bool))
+    with pytest.raises(errors.AxisSizeError, match="axis 'b' has size 3, which cannot be split into two"):
+        nx.nn.glu(x, "b")
+    with pytest.raises(errors.AxisSizeError, match="axis 0 has size 5"):
+        nx.nn.glu(nx.wrap(jnp.ones((2, 5)), ["a", ...]), 0)
 
 
 def test_tutorial_loss():
