@@ -61,7 +61,7 @@ class NamedArray:
                                         "nx.wrap(x, ...) to name more of its positional axes")
         if not hasattr(data, "ndim") or isinstance(data, np.ndarray):
             data = jnp.asarray(data)
-        names = tuple(names)
+        names = (names,) if isinstance(names, str) else tuple(names)  # a string is one name, however long
         out = from_storage(data, names, "NamedArray")
         self.data = out.data
         self.names = out.names
@@ -119,28 +119,30 @@ class NamedArray:
 
     # ---- conversion ------------------------------------------------------------------------------------
 
-    def _scalar(self, kind):
+    def _check_no_names(self, what: str) -> None:
         if self.names:
             raise PositionalMisuseError(
-                f"cannot convert a NamedArray with named axes {fmt_names(self.names)} to a Python "
-                f"{kind.__name__}; reduce them first (e.g. x.sum({self.names[0]!r}))")
-        return kind(self.data)
+                f"{what} of a NamedArray with named axes {fmt_names(self.names)}: reduce them first (e.g. "
+                f"x.sum({self.names[0]!r})) or move them to positions with x.unwrap([...])")
 
     def __bool__(self) -> bool:
-        return self._scalar(bool)
+        self._check_no_names("bool()")
+        return bool(self.data)
 
     def __int__(self) -> int:
-        return self._scalar(int)
+        self._check_no_names("int()")
+        return int(self.data)
 
     def __float__(self) -> float:
-        return self._scalar(float)
+        self._check_no_names("float()")
+        return float(self.data)
 
     def __complex__(self) -> complex:
-        return self._scalar(complex)
+        self._check_no_names("complex()")
+        return complex(self.data)
 
     def __index__(self) -> int:
-        if self.names:
-            return self._scalar(int)
+        self._check_no_names("operator.index()")
         return self.data.__index__()
 
     def __array__(self, dtype=None, copy=None):
@@ -152,13 +154,14 @@ class NamedArray:
         out = np.asarray(self.data, dtype=dtype)
         return out.copy() if copy else out
 
-    def item(self):
-        return self._scalar(lambda d: d.item())
+    def item(self) -> Any:
+        """The single element as a Python scalar (no named axes allowed, like ``int(x)``)."""
+        self._check_no_names("item()")
+        return self.data.item()
 
-    def tolist(self):
-        if self.names:
-            raise PositionalMisuseError(
-                f"tolist() of a NamedArray with named axes {fmt_names(self.names)}: unwrap it first")
+    def tolist(self) -> Any:
+        """The positional values as nested Python lists (no named axes allowed: unwrap them first)."""
+        self._check_no_names("tolist()")
         return np.asarray(self.data).tolist()
 
     def block_until_ready(self) -> NamedArray:

@@ -20,6 +20,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from .errors import AxisSpecError, DuplicateAxisError
 from .shape import check_name
 
@@ -53,7 +55,7 @@ class AxisSpec:
 def is_spec_leaf(spec: Any) -> bool:
     """Whether ``spec`` is one axis spec (rather than a pytree of them), by xmap's rules."""
     if isinstance(spec, Mapping):
-        return all(isinstance(k, int) for k in spec)
+        return all(isinstance(k, (int, np.integer)) for k in spec)
     if isinstance(spec, (list, tuple)):
         return all(s is None or s is Ellipsis or isinstance(s, str) for s in spec)
     return False
@@ -66,8 +68,9 @@ def parse(spec: Any, where: str, *, what: str = "axis specification") -> AxisSpe
     if isinstance(spec, Mapping):
         items = []
         for pos, name in spec.items():
-            if not isinstance(pos, int) or isinstance(pos, bool):
+            if not isinstance(pos, (int, np.integer)) or isinstance(pos, bool):
                 raise AxisSpecError(f"{where}: {_SPEC_HELP}\nbut got: {spec!r}")
+            pos = int(pos)
             if pos < 0:
                 raise AxisSpecError(f"{where}: negative axes are not supported in an {what}, got {spec!r} "
                                     f"(position {pos} for axis {name!r})")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -241,3 +243,16 @@ def test_array_methods(x):
     np.testing.assert_array_equal(x.swapaxes(0, 1).unwrap({1: "batch", 3: "k"}), ref.transpose(2, 1, 0, 3))
     np.testing.assert_array_equal(x.ravel().unwrap([None, "batch", "k"]),
                                   ref.transpose(0, 2, 1, 3).reshape(8, 3, 5))
+
+
+def test_low_level_constructor_takes_a_string_as_one_name():
+    y = nx.NamedArray(jnp.zeros((5, 2)), "batch")
+    assert y.shape == (5,) and y.named_shape == {"batch": 2}
+
+
+@pytest.mark.parametrize("convert, what", [(int, "int()"), (lambda v: v.item(), "item()"),
+                                           (lambda v: v.tolist(), "tolist()"), (bool, "bool()")])
+def test_conversion_errors_say_which_conversion(convert, what):
+    with pytest.raises(PositionalMisuseError, match=rf"^{re.escape(what)} of a NamedArray with named axes "
+                                                    r"'batch': reduce them first \(e.g. x.sum\('batch'\)\)"):
+        convert(nx.wrap(jnp.ones(3), ["batch"]))

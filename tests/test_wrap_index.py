@@ -61,6 +61,12 @@ def test_unwrap_positions_are_positions_in_the_result():
     np.testing.assert_array_equal(nx.unwrap(x, ("a", None, "b")), D)
 
 
+def test_numpy_integers_as_positions_in_an_axis_map():
+    x = nx.wrap(D, {np.int64(2): "b", np.int32(0): "a"})
+    assert x.shape == (3,) and x.named_shape == {"a": 2, "b": 4}
+    np.testing.assert_array_equal(nx.unwrap(x, {np.int64(0): "a", 2: "b"}), D)
+
+
 def test_wrap_a_python_list_and_a_named_array():
     x = nx.wrap([[1, 2, 3], [4, 5, 6]], ["a", ...])
     assert x.shape == (3,) and x.named_shape == {"a": 2} and x.dtype == jnp.int32
