@@ -334,6 +334,8 @@ def _reduce_impl(static, x, *extra):
     fn, where, axis, keepdims, kwargs, single = static
     ints, names = normalize_axis(axis, x, where, allow_unbound=True)
     x = _broadcast_missing(x, names)
+    # a where= mask (aligned to x) follows x along the names it was just broadcast to
+    extra = tuple(_broadcast_missing(e, names) if type(e) is NamedArray else e for e in extra)
     p = pos_ndim(x)
     data_axes = ints + tuple(p + x.names.index(n) for n in names)
     out_names = tuple(n for n in x.names if n not in names)
@@ -374,10 +376,19 @@ def reduce(fn: Callable, x, axis, where: str, keepdims: bool = False, kwargs: tu
 
 def _along_impl(static, x, *extra):
     fn, where, axis, kwargs = static
-    ints, names = normalize_axis(axis, x, where)
+    ints, _ = normalize_axis(axis, x, where)
     p = pos_ndim(x)
-    data_axes = ints + tuple(p + x.names.index(n) for n in names)
-    ax = data_axes[0] if not isinstance(axis, (tuple, list)) else data_axes
+
+    def storage_axis(a):
+        return p + x.names.index(a) if isinstance(a, str) else int(a) % p
+
+    # in the order given: per-axis options (roll's shifts) pair with the axes by position
+    if axis is None:
+        ax = ints
+    elif isinstance(axis, tuple):
+        ax = tuple(storage_axis(a) for a in axis)
+    else:
+        ax = storage_axis(axis)
     out = fn(x.data, *extra, axis=ax, **dict(kwargs))
     if isinstance(out, (tuple, list)):
         return type(out)(_make(o, x.names) for o in out)

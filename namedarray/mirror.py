@@ -25,15 +25,20 @@ Declarations for contractions and other operations with richer axis semantics (`
 from __future__ import annotations
 
 import functools
+import inspect
+import math
+import operator
 import sys
 import types
 from collections.abc import Callable
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 
 from . import engine
 from .array import NamedArray
+from .wrapping import untag
 
 __all__ = ["build", "FUNCTIONS"]
 
@@ -52,14 +57,14 @@ ldexp left_shift less less_equal logaddexp logaddexp2 logical_and logical_or log
 multiply nextafter not_equal pow power remainder right_shift subtract true_divide
 """.split()
 
-# name -> (multi-axis?, takes keepdims?)
+# name -> whether it reduces several axes at once (else exactly one, or the flattened positional part)
 REDUCTIONS = {
-    **{n: (True, True) for n in """sum prod max min mean var std any all amax amin nansum nanprod nanmax
-       nanmin nanmean nanvar nanstd median nanmedian ptp count_nonzero""".split()},
-    **{n: (True, True) for n in "quantile percentile nanquantile nanpercentile".split()},
-    **{n: (False, True) for n in "argmax argmin nanargmax nanargmin".split()},
-    "trapezoid": (False, False),
+    **{n: True for n in """sum prod max min mean var std any all amax amin nansum nanprod nanmax nanmin
+       nanmean nanvar nanstd median nanmedian ptp count_nonzero""".split()},
+    **{n: True for n in "quantile percentile nanquantile nanpercentile".split()},
+    **{n: False for n in "argmax argmin nanargmax nanargmin".split()},
 }
+_TAKES_Q = {"quantile", "percentile", "nanquantile", "nanpercentile"}
 
 ALONG = """
 cumsum cumprod nancumsum nancumprod cumulative_sum cumulative_prod sort argsort flip roll diff partition
@@ -101,15 +106,37 @@ def _elementwise(fn: Callable, name: str, arity: int) -> Callable:
     return f
 
 
+def _power(generic: Callable, fn: Callable, name: str) -> Callable:
+    """``nx.power``: a concrete integer exponent stays static, as ``jnp.power`` needs it.
+
+    ``jnp.power`` lowers a concrete integer exponent to ``integer_pow`` (exact, and ``x1``'s dtype); passed
+    to the eager kernel as an operand it would be traced, and give ``lax.pow`` and promoted dtypes instead.
+    """
+    where = f"nx.{name}"
+
+    @functools.wraps(fn)
+    def f(x1, x2, /):
+        if type(x1) is NamedArray and not isinstance(x2, (NamedArray, jax.core.Tracer)):
+            try:
+                n = operator.index(x2)
+            except TypeError:
+                pass
+            else:
+                return engine.elementwise(_WithArgs(fn, (n,)), (x1,), where)
+        return generic(x1, x2)
+
+    return f
+
+
 def _is_array(v) -> bool:
     if isinstance(v, (type, np.dtype)):  # dtypes have a `shape` attribute but are options
         return False
     return isinstance(v, NamedArray) or hasattr(v, "__array__") or hasattr(v, "shape")
 
 
-def _reduction(fn: Callable, name: str, multi: bool, has_keepdims: bool) -> Callable:
+def _reduction(fn: Callable, name: str, multi: bool) -> Callable:
     where = f"nx.{name}"
-    takes_q = name in ("quantile", "percentile", "nanquantile", "nanpercentile")
+    takes_q = name in _TAKES_Q
     fast = multi and not takes_q
 
     @functools.wraps(fn)
@@ -117,8 +144,7 @@ def _reduction(fn: Callable, name: str, multi: bool, has_keepdims: bool) -> Call
         if fast and not kwargs and len(args) <= 1 and type(a) is NamedArray:  # x.sum("b"): the hot path
             return engine.reduce(fn, a, args[0] if args else axis, where, keepdims)
         if not isinstance(a, NamedArray):
-            kw = dict(kwargs, keepdims=keepdims) if has_keepdims else kwargs
-            return fn(a, *args, axis=axis, **kw)
+            return fn(a, *args, axis=axis, keepdims=keepdims, **kwargs)
         if takes_q:
             extra, args = args[:1], args[1:]  # q: leading positional axes of the result
         else:
@@ -175,25 +201,32 @@ def _has_name(axis) -> bool:
 
 def _along(fn: Callable, name: str) -> Callable:
     where = f"nx.{name}"
-    import inspect
-
-    params = list(inspect.signature(fn).parameters)
-    axis_pos = params.index("axis") if "axis" in params else None
+    params = list(inspect.signature(fn).parameters.values())[1:]
+    # options after the array that may come by position (shift, n, kth, axis, dtype, ...), in order; a
+    # function with *args (gradient's spacings) keeps its positional arguments
+    slots = [p.name for p in params if p.kind is p.POSITIONAL_OR_KEYWORD]
+    varargs = any(p.kind is p.VAR_POSITIONAL for p in params)
 
     @functools.wraps(fn)
     def f(a, *args, **kwargs):
-        if axis_pos is not None and len(args) >= axis_pos:
-            args = list(args)
-            kwargs["axis"] = args.pop(axis_pos - 1)
+        if args and not varargs:
+            if len(args) > len(slots):
+                raise TypeError(f"{where} takes at most {len(slots) + 1} positional arguments")
+            given = dict(zip(slots, args))
+            twice = sorted(set(given) & set(kwargs))
+            if twice:
+                raise TypeError(f"{where} got multiple values for {twice}")
+            kwargs.update(given)
+            args = ()
         axis = kwargs.get("axis")
         if not isinstance(a, NamedArray) or not _has_name(axis):
             return engine.lift(fn, (a, *args), kwargs, where)
         kwargs.pop("axis")
         if any(_is_array(v) for v in kwargs.values()) or any(_is_array(v) for v in args):
             raise TypeError(f"{where}: along a named axis, options must be static (got an array argument)")
-        # options given by position (split's sections, roll's shift, ...) are static, like keywords
-        op = _WithArgs(fn, tuple(args)) if args else fn
-        return engine.along(op, a, axis, where, tuple(sorted(kwargs.items())))
+        # static options key the eager kernel cache: a list (split's sections) is hashed as a tuple
+        static = tuple(sorted((k, tuple(v) if isinstance(v, list) else v) for k, v in kwargs.items()))
+        return engine.along(_WithArgs(fn, args) if args else fn, a, axis, where, static)
 
     return f
 
@@ -289,17 +322,40 @@ def _clip3(a, lo, hi):
     return jnp.clip(a, lo, hi)
 
 
-def _positional_info(name: str) -> Callable:
-    fn = getattr(jnp, name)
+def _trapezoid(y, x=None, dx=1.0, axis: int | str = -1):
+    """``jnp.trapezoid``; along a name, sample points ``x`` that carry that name are matched by it."""
+    if isinstance(axis, str) and isinstance(y, NamedArray):
+        return engine.run(_trapezoid_impl, (axis, "nx.trapezoid"), (y, x, dx))
+    return engine.lift(jnp.trapezoid, (y, x, dx), {"axis": axis}, "nx.trapezoid")
 
-    def f(a, *args, **kwargs):
-        if isinstance(a, NamedArray):
-            return {"shape": lambda: a.shape, "ndim": lambda: a.ndim, "size": lambda: a.size}[name]()
-        return fn(a, *args, **kwargs)
 
-    f.__name__ = name
-    f.__doc__ = f"Positional {name} of an array or NamedArray (named axes excluded, as in xmap)."
-    return f
+def _trapezoid_impl(static, y, x, dx):
+    name, where = static
+    if name not in y.names:
+        engine.normalize_axis(name, y, where)  # raises the error naming the value's axes
+    y = untag(y, name, where=where)
+    if isinstance(x, NamedArray) and name in x.names:
+        x = untag(x, name, where=where)
+    return engine.lift(jnp.trapezoid, (y, x, dx), {"axis": -1}, where)
+
+
+def _shape(a) -> tuple[int, ...]:
+    """``jnp.shape``; of a NamedArray, its positional shape (named axes excluded, as in xmap)."""
+    return a.shape if isinstance(a, NamedArray) else jnp.shape(a)
+
+
+def _ndim(a) -> int:
+    """``jnp.ndim``; of a NamedArray, its number of positional axes (named axes excluded, as in xmap)."""
+    return a.ndim if isinstance(a, NamedArray) else jnp.ndim(a)
+
+
+def _size(a, axis: int | tuple[int, ...] | None = None) -> int:
+    """``jnp.size``; of a NamedArray, the size of its positional part (named axes excluded, as in xmap)."""
+    if not isinstance(a, NamedArray):
+        return jnp.size(a, axis)
+    if axis is None:
+        return a.size
+    return math.prod(a.shape[i] for i in (axis if isinstance(axis, (tuple, list)) else (axis,)))
 
 
 def build() -> dict[str, Callable]:
@@ -313,10 +369,12 @@ def build() -> dict[str, Callable]:
             out[name] = obj
         elif name in UNARY:
             out[name] = _elementwise(obj, name, 1)
+        elif name in ("power", "pow"):
+            out[name] = _power(_elementwise(obj, name, 2), obj, name)
         elif name in BINARY:
             out[name] = _elementwise(obj, name, 2)
         elif name in REDUCTIONS:
-            out[name] = _reduction(obj, name, *REDUCTIONS[name])
+            out[name] = _reduction(obj, name, REDUCTIONS[name])
         elif name in ALONG:
             out[name] = _along(obj, name)
         elif name in VALUE_DEPENDENT:
@@ -330,8 +388,10 @@ def build() -> dict[str, Callable]:
         out[sub] = _lifted_module(sub)
     out["where"] = functools.wraps(jnp.where)(_where)
     out["clip"] = functools.wraps(jnp.clip)(_clip)
-    for name in ("shape", "ndim", "size"):
-        out[name] = _positional_info(name)
+    out["trapezoid"] = functools.wraps(jnp.trapezoid)(_trapezoid)
+    for name, f in (("shape", _shape), ("ndim", _ndim), ("size", _size)):
+        f.__name__ = f.__qualname__ = name
+        out[name] = f
     return out
 
 

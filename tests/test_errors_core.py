@@ -98,6 +98,18 @@ def test_a_bound_name_the_value_lacks_reduces_as_xmap_did(x):
     np.testing.assert_allclose(m.unwrap([None, "batch", "k"]), np.ones((3, 2, 5)))
 
 
+def test_a_masked_reduction_over_a_bound_name_the_value_lacks(x):
+    d = np.arange(30.0).reshape(2, 3, 5)  # (batch, positional, k)
+    v = nx.wrap(d, {0: "batch", 2: "k"})
+    keep = np.array([True, False, True, True, False])
+    mask = nx.wrap(keep, ["k"])
+    with nx.env.bind({"r": 4}):
+        s = nx.sum(v, ("r", "k"), where=mask)
+        m = nx.max(v, ("r", 0), where=mask, initial=-1.0)
+    np.testing.assert_allclose(s.unwrap([None, "batch"]), 4 * np.sum(d, 2, where=keep).T)
+    np.testing.assert_allclose(m.unwrap(["batch", "k"]), np.max(d, 1, where=keep[None, None], initial=-1.0))
+
+
 def test_bad_axis_arguments(x):
     with pytest.raises(AxisSpecError, match="positional axis 1 is out of bounds.*1 positional"):
         nx.sum(x, 1)

@@ -299,3 +299,77 @@ def test_linalg_and_fft_namespaces_lift_over_names():
     from namedarray.linalg import inv
 
     np.testing.assert_allclose(inv(m).unwrap(["batch", ...]), np.linalg.inv(d), rtol=1e-3, atol=1e-4)
+
+
+# --------------------------------------------------------------------------------------------------------
+# Arguments as jax.numpy takes them
+
+
+def test_per_axis_options_pair_with_axes_in_the_order_given():
+    d = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
+    v = nx.wrap(d, {1: "a"})  # positional (2, 4), a=3
+    ref = d.transpose(0, 2, 1)
+    np.testing.assert_array_equal(ab_last(nx.roll(v, (1, 2), axis=("a", 0))),
+                                  np.roll(ref, (1, 2), axis=(2, 0)))
+    np.testing.assert_array_equal(ab_last(nx.roll(v, (2, 1), ("a", -1))), np.roll(ref, (2, 1), axis=(2, 1)))
+
+
+def ab_last(v):
+    """Positional array with v's names after its positional axes, sorted."""
+    return np.asarray(nx.unwrap(v, {v.ndim + i: n for i, n in enumerate(sorted(v.named_shape))}))
+
+
+def test_options_after_axis_given_by_position():
+    ref = np.arange(12, dtype=np.float32).reshape(4, 3)
+    v = nx.wrap(ref, ["t", "f"])
+    out = nx.cumsum(v, "t", jnp.int32)
+    assert out.dtype == jnp.int32
+    np.testing.assert_array_equal(out.unwrap(["t", "f"]), np.cumsum(ref, 0))
+    np.testing.assert_array_equal(nx.diff(v, 1, "f", 0.0).unwrap(["t", "f"]), np.diff(ref, 1, 1, prepend=0.0))
+    np.testing.assert_array_equal(nx.partition(v, 1, "t").unwrap(["t", "f"])[1], np.partition(ref, 1, 0)[1])
+    np.testing.assert_array_equal(nx.gradient(v, 2.0, axis="t").unwrap(["t", "f"]),
+                                  np.gradient(ref, 2.0, axis=0))
+    with pytest.raises(TypeError, match="multiple values"):
+        nx.roll(v, 1, "t", axis="f")
+
+
+def test_trapezoid_on_plain_arrays_along_positions_and_along_names():
+    y = np.arange(12, dtype=np.float32).reshape(3, 4) ** 2
+    xs = np.array([0.0, 1.0, 3.0, 4.0], np.float32)
+    np.testing.assert_allclose(nx.trapezoid(jnp.asarray(y)), np.trapezoid(y), rtol=1e-6)
+    np.testing.assert_allclose(nx.trapezoid(jnp.asarray(y), jnp.asarray(xs)), np.trapezoid(y, xs), rtol=1e-6)
+    v = nx.wrap(y, ["b", ...])
+    np.testing.assert_allclose(nx.trapezoid(v, xs).unwrap(["b"]), np.trapezoid(y, xs), rtol=1e-6)
+    np.testing.assert_allclose(nx.trapezoid(v, dx=0.5, axis=0).unwrap(["b"]), np.trapezoid(y, dx=0.5),
+                               rtol=1e-6)
+    t = nx.wrap(y, ["b", "t"])
+    np.testing.assert_allclose(nx.trapezoid(t, axis="b").unwrap(["t"]), np.trapezoid(y, axis=0), rtol=1e-6)
+    # sample points that carry the name are matched by it
+    out = nx.trapezoid(t, nx.wrap(xs, ["t"]), axis="t")
+    assert out.named_shape == {"b": 3}
+    np.testing.assert_allclose(out.unwrap(["b"]), np.trapezoid(y, xs, axis=1), rtol=1e-6)
+    with pytest.raises(nx.errors.UnboundAxisError, match="'zz'"):
+        nx.trapezoid(t, axis="zz")
+
+
+def test_size_of_given_positional_axes():
+    v = nx.wrap(np.zeros((2, 3, 5)), {1: "a"})
+    assert nx.size(v, 0) == 2 and nx.size(v, -1) == 5 and nx.size(v, (0, 1)) == 10 and nx.size(v) == 10
+    assert nx.size(np.zeros((2, 3)), 1) == 3
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.uint8, np.int32, np.float32, np.bool_])
+@pytest.mark.parametrize("exponent", [2, 3, np.int64(3), np.int8(2), True, 0, jnp.asarray(2)], ids=repr)
+def test_integer_powers_as_jax_numpy_computes_them(dtype, exponent):
+    d = (np.arange(6).reshape(2, 3) - (0 if np.dtype(dtype).kind in "ub" else 2)).astype(dtype)
+    want = jnp.power(jnp.asarray(d), exponent)
+    for got in (nx.wrap(d, ["a", "b"]) ** exponent, nx.power(nx.wrap(d, ["a", "b"]), exponent)):
+        assert got.dtype == want.dtype
+        np.testing.assert_array_equal(got.unwrap(["a", "b"]), want)
+
+
+def test_integer_power_precision_and_errors_match_jax_numpy():
+    d = np.float32([1.1, -3.7, 1e-3])
+    np.testing.assert_array_equal((nx.wrap(d, ["k"]) ** 3).unwrap(["k"]), jnp.asarray(d) ** 3)
+    with pytest.raises(TypeError, match="negative powers"):
+        nx.wrap(np.arange(3), ["k"]) ** -1
