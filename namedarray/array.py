@@ -27,9 +27,9 @@ import numpy as np
 import optree
 
 from .errors import AxisSpecError, DuplicateAxisError, PositionalMisuseError, fmt_names
-from .shape import NamedShape, canonical, check_name
+from .shape import NamedShape, canonical, check_name, duplicates
 
-__all__ = ["NamedArray", "is_named", "from_storage"]
+__all__ = ["NamedArray", "is_named", "as_storage", "from_storage"]
 
 
 class NamedArray:
@@ -59,8 +59,7 @@ class NamedArray:
         if isinstance(data, NamedArray):
             raise PositionalMisuseError("NamedArray(data, names): data is already a NamedArray; use "
                                         "nx.wrap(x, ...) to name more of its positional axes")
-        if not hasattr(data, "ndim") or isinstance(data, np.ndarray):
-            data = jnp.asarray(data)
+        data = as_storage(data)
         names = (names,) if isinstance(names, str) else tuple(names)  # a string is one name, however long
         out = from_storage(data, names, "NamedArray")
         self.data = out.data
@@ -220,15 +219,36 @@ def _make(data, names: tuple[str, ...]) -> NamedArray:
 
 
 def is_named(v: Any) -> bool:
+    """Whether ``v`` is a NamedArray (an ``is_leaf`` for ``jax.tree`` functions that stop at them).
+
+    >>> import namedarray as nx, jax, jax.numpy as jnp
+    >>> jax.tree.leaves({"w": nx.wrap(jnp.ones(2), ["k"])}, is_leaf=is_named)[0].named_shape
+    {'k': 2}
+    """
     return type(v) is NamedArray
+
+
+def as_storage(data: Any) -> Any:
+    """A positional value as storage: jax arrays (tracers, abstract values) as they are, the rest converted.
+
+    NumPy arrays and scalars, Python scalars and lists become jax arrays, so that a NamedArray never holds
+    host data.
+
+    >>> import numpy as np
+    >>> type(as_storage(np.float32(2.0))).__name__
+    'ArrayImpl'
+    """
+    if hasattr(data, "ndim") and not isinstance(data, (np.ndarray, np.generic)):
+        return data
+    return jnp.asarray(data)
 
 
 def from_storage(data, axis_names: tuple[str, ...], where: str) -> NamedArray:
     """A NamedArray from ``data`` whose last axes are named ``axis_names`` in any order (sorted here)."""
     for n in axis_names:
         check_name(n, where)
-    if len(set(axis_names)) != len(axis_names):
-        dup = sorted({n for n in axis_names if axis_names.count(n) > 1})
+    dup = duplicates(axis_names)
+    if dup:
         raise DuplicateAxisError(f"{where}: axis names must be unique, but {fmt_names(dup)} appears twice "
                                  f"in {list(axis_names)!r}")
     k = len(axis_names)

@@ -57,22 +57,12 @@ class _Stats:
     def __init__(self):
         self.kernels_built = 0
         self.eager_calls = 0
-        self.traced_calls = 0
 
-    def reset(self):
+    def reset(self) -> None:
         self.__init__()
 
 
 stats = _Stats()
-
-
-def _is_traced(operands: Sequence[Any]) -> bool:
-    for v in operands:
-        if type(v) is NamedArray:
-            v = v.data
-        if isinstance(v, _Tracer):
-            return True
-    return False
 
 
 class _Kernel:
@@ -115,12 +105,19 @@ class _Kernel:
         return jax.tree.unflatten(self.tree, out)
 
 
-def run(impl: Callable, static: Any, operands: tuple):
+def run(impl: Callable, static: Any, operands: tuple) -> Any:
     """Run ``impl(static, *operands)``: inline when tracing, else as one cached jitted kernel.
 
     The eager kernel cache is keyed by the implementation, its static configuration, the axis environment
     and the operands' layout (names and rank); jax's own cache inside each kernel handles shapes, dtypes
-    and weak types.
+    and weak types. ``static`` must be hashable for the kernel to be cached (else the implementation runs
+    op by op).
+
+    >>> import namedarray as nx, jax.numpy as jnp
+    >>> def scaled(static, x):
+    ...     return x * static
+    >>> run(scaled, 3.0, (nx.wrap(jnp.ones(2), ["k"]),)).unwrap(["k"]).tolist()
+    [3.0, 3.0]
     """
     datas = []
     layout = []
@@ -151,7 +148,6 @@ def run(impl: Callable, static: Any, operands: tuple):
 
 
 def _run_traced(impl: Callable, static: Any, operands: tuple):
-    stats.traced_calls += 1
     out = impl(static, *operands)
     if _env.current().resources:  # inside nx.xmap with resources: no value may use one twice
         from .resources import check_created
@@ -161,6 +157,7 @@ def _run_traced(impl: Callable, static: Any, operands: tuple):
 
 
 def clear_cache() -> None:
+    """Forget every eager kernel (tests that count kernels start from an empty table)."""
     _kernels.clear()
 
 
@@ -169,6 +166,12 @@ def clear_cache() -> None:
 
 
 def named_sizes(x: NamedArray) -> dict[str, int]:
+    """``x``'s named shape as a plain dict, checking that a transform left its storage valid.
+
+    >>> import namedarray as nx, jax.numpy as jnp
+    >>> named_sizes(nx.wrap(jnp.zeros((2, 3)), ["a", ...]))
+    {'a': 2}
+    """
     d = x.data
     k = len(x.names)
     if d.ndim < k:
@@ -179,14 +182,25 @@ def named_sizes(x: NamedArray) -> dict[str, int]:
 
 
 def pos_ndim(x: NamedArray) -> int:
+    """The number of positional axes (negative when a transform mapped a named axis away).
+
+    >>> import namedarray as nx, jax.numpy as jnp
+    >>> pos_ndim(nx.wrap(jnp.zeros((2, 3)), ["a", ...]))
+    1
+    """
     return x.data.ndim - len(x.names)
 
 
-def align(v: Any, names: tuple[str, ...], sizes: dict[str, int] | None = None):
+def align(v: Any, names: tuple[str, ...], sizes: dict[str, int] | None = None) -> Any:
     """Storage of ``v`` laid out as (its positional axes, ``names``), size 1 where ``v`` lacks a name.
 
     Right-aligned broadcasting of such storages is then exactly broadcasting by name plus NumPy's
-    positional rules. Missing names are broadcast to ``sizes`` when given.
+    positional rules. Missing names are broadcast to ``sizes`` when given. ``names`` must be canonical
+    (sorted) and include every name of ``v``.
+
+    >>> import namedarray as nx, jax.numpy as jnp
+    >>> align(nx.wrap(jnp.zeros((5, 3)), [None, "b"]), ("a", "b")).shape
+    (5, 1, 3)
     """
     if type(v) is NamedArray:
         if v.names == names:
@@ -219,7 +233,12 @@ def align(v: Any, names: tuple[str, ...], sizes: dict[str, int] | None = None):
 
 
 def join(operands: Sequence[Any], where: str) -> dict[str, int]:
-    """The named shape of the broadcast of ``operands``."""
+    """The named shape of the broadcast of ``operands``; a name with two sizes is an :class:`AxisSizeError`.
+
+    >>> import namedarray as nx, jax.numpy as jnp
+    >>> join([nx.wrap(jnp.zeros(2), ["a"]), 1.0, nx.wrap(jnp.zeros(3), ["b"])], "example")
+    {'a': 2, 'b': 3}
+    """
     return join_sizes([named_sizes(v) if type(v) is NamedArray else None for v in operands], where)
 
 
@@ -256,8 +275,15 @@ def _elementwise_impl(static, *operands):
     return _make(out, names)
 
 
-def elementwise(fn: Callable, operands: tuple, where: str, kwargs: tuple = ()):
-    """``fn(*operands)`` broadcast by name: the result's named shape is the union of the operands'."""
+def elementwise(fn: Callable, operands: tuple, where: str, kwargs: tuple = ()) -> Any:
+    """``fn(*operands)`` broadcast by name: the result's named shape is the union of the operands'.
+
+    ``kwargs`` are static options as sorted ``(name, value)`` pairs.
+
+    >>> import namedarray as nx, jax.numpy as jnp
+    >>> elementwise(jnp.add, (nx.wrap(jnp.ones(2), ["a"]), nx.wrap(jnp.ones(3), ["b"])), "add").named_shape
+    {'a': 2, 'b': 3}
+    """
     for v in operands:
         if type(v) is NamedArray:
             return run(_elementwise_impl, (fn, where, kwargs), operands)
@@ -268,11 +294,16 @@ def elementwise(fn: Callable, operands: tuple, where: str, kwargs: tuple = ()):
 # Axis arguments
 
 
-def normalize_axis(axis, x: NamedArray, where: str, *, allow_unbound: bool = False):
+def normalize_axis(axis: Any, x: NamedArray, where: str, *,
+                   allow_unbound: bool = False) -> tuple[tuple[int, ...], tuple[str, ...]]:
     """Split an ``axis=`` argument into (positional ints, names), validating both.
 
     ``axis`` is None (every positional axis), an int, a name, or a tuple mixing both. Names the value does
     not carry must be bound by an enclosing ``nx.xmap`` when ``allow_unbound``; else they are an error.
+
+    >>> import namedarray as nx, jax.numpy as jnp
+    >>> normalize_axis((-1, "a"), nx.wrap(jnp.zeros((2, 3, 4)), ["a", ...]), "example")
+    ((1,), ('a',))
     """
     p = pos_ndim(x)
     if p < 0:
@@ -355,12 +386,18 @@ def _reduce_impl(static, x, *extra):
     return _make(out, out_names)
 
 
-def reduce(fn: Callable, x, axis, where: str, keepdims: bool = False, kwargs: tuple = (),
-           extra: tuple = (), single: bool = False):
+def reduce(fn: Callable, x: Any, axis: Any, where: str, keepdims: bool = False, kwargs: tuple = (),
+           extra: tuple = (), single: bool = False) -> Any:
     """Reduce ``x`` over ``axis`` (positions and/or names); ``axis=None`` reduces positional axes only.
 
     A name the value lacks but an enclosing ``nx.xmap`` binds reduces as if the value were broadcast along
-    it (sum multiplies by the size; mean, max and min return the value), as in xmap.
+    it (sum multiplies by the size; mean, max and min return the value), as in xmap. ``extra`` operands
+    follow ``x`` into ``fn`` (quantile's ``q``, a ``where=`` mask aligned to ``x``); ``single`` asks for
+    exactly one axis (argmax).
+
+    >>> import namedarray as nx, jax.numpy as jnp
+    >>> reduce(jnp.sum, nx.wrap(jnp.ones((2, 3)), ["a", "b"]), "b", "sum").unwrap(["a"]).tolist()
+    [3.0, 3.0]
     """
     if type(x) is not NamedArray:
         kw = dict(kwargs, keepdims=True) if keepdims else dict(kwargs)
@@ -395,8 +432,15 @@ def _along_impl(static, x, *extra):
     return _make(out, x.names)
 
 
-def along(fn: Callable, x, axis, where: str, kwargs: tuple = (), extra: tuple = ()):
-    """``fn(x, axis=...)`` on the axis given by position or name; the other axes are batch axes."""
+def along(fn: Callable, x: Any, axis: Any, where: str, kwargs: tuple = (), extra: tuple = ()) -> Any:
+    """``fn(x, axis=...)`` on the axis given by position or name; the other axes are batch axes.
+
+    A tuple of axes reaches ``fn`` in the order given (``roll``'s shifts pair with it).
+
+    >>> import namedarray as nx, jax.numpy as jnp
+    >>> along(jnp.cumsum, nx.wrap(jnp.ones((2, 3)), ["a", "b"]), "b", "cumsum").unwrap(["a", "b"])[0].tolist()
+    [1.0, 2.0, 3.0]
+    """
     if type(x) is not NamedArray:
         return fn(x, *extra, axis=axis, **dict(kwargs))
     if isinstance(axis, list):
@@ -480,14 +524,16 @@ class _DynSlot:
 _DYN = _DynSlot()
 
 
-def _freeze(v):
-    """A hashable stand-in for a static leaf (lists inside args are already flattened by the pytree)."""
-    hash(v)
-    return v
+def lift(f: Callable, args: tuple, kwargs: dict, where: str) -> Any:
+    """Call positional ``f`` vectorised over every named axis of the NamedArrays among its arguments.
 
+    Arrays anywhere in ``args``/``kwargs`` are operands; every other leaf is static configuration (it keys
+    the eager kernel). Without a NamedArray among them this is just ``f(*args, **kwargs)``.
 
-def lift(f: Callable, args: tuple, kwargs: dict, where: str):
-    """Call positional ``f`` vectorised over every named axis of the NamedArrays among its arguments."""
+    >>> import namedarray as nx, jax.numpy as jnp
+    >>> lift(jnp.linalg.norm, (nx.wrap(jnp.ones((4, 3)), ["b", ...]),), {}, "norm").named_shape
+    {'b': 4}
+    """
     leaves, treedef = jax.tree.flatten((args, kwargs), is_leaf=is_named)
     dyn = []
     slots = []
@@ -509,8 +555,15 @@ def lift(f: Callable, args: tuple, kwargs: dict, where: str):
     return run(_lift_impl, static, tuple(dyn))
 
 
-def positional_only(fn: Callable, x, where: str):
-    """Guard for functions whose output size depends on values: they cannot vectorise over names."""
+def positional_only(fn: Callable, x: Any, where: str) -> Any:
+    """``fn`` of ``x``'s storage, for functions whose output size depends on values (``nonzero``).
+
+    They cannot vectorise over names, so a value with named axes is a :class:`PositionalMisuseError`.
+
+    >>> import namedarray as nx, jax.numpy as jnp
+    >>> positional_only(jnp.flatnonzero, nx.wrap(jnp.array([0, 3, 4])), "flatnonzero").tolist()
+    [1, 2]
+    """
     if type(x) is NamedArray and x.names:
         raise PositionalMisuseError(
             f"{where} cannot vectorise over named axes {fmt_names(x.names)}: its output size depends on "

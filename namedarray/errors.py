@@ -14,6 +14,8 @@ nx.add: axis 'b' has size 3 in argument 0 but size 4 in argument 1
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 __all__ = [
     "NamedAxisError",
     "AxisSizeError",
@@ -93,6 +95,20 @@ class AnnotationError(NamedAxisError, TypeError):
     """A value that does not match its ``nx.typing`` annotation (dtype, rank, axis names or sizes)."""
 
 
-def fmt_names(names) -> str:
-    """``'a', 'b'`` for messages."""
+def fmt_names(names: Iterable[str]) -> str:
+    """``'a', 'b'`` for messages.
+
+    >>> fmt_names(("batch", "k"))
+    "'batch', 'k'"
+    """
     return ", ".join(repr(n) for n in names)
+
+
+def no_axis(where: str, name: str, names: Iterable[str]) -> AxisSpecError:
+    """The error for an operation by name on an array that does not carry that name.
+
+    >>> print(no_axis("nx.take", "t", ("a", "b")))
+    nx.take: the array has no axis 't' (it has 'a', 'b')
+    """
+    have = fmt_names(names) or "no named axes"
+    return AxisSpecError(f"{where}: the array has no axis {name!r} (it has {have})")

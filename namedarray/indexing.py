@@ -21,7 +21,7 @@ import numpy as np
 
 from . import engine
 from .array import NamedArray, _make
-from .errors import AxisSpecError, PositionalMisuseError, fmt_names
+from .errors import AxisSpecError, PositionalMisuseError, fmt_names, no_axis
 from .wrapping import untag
 
 __all__ = ["getitem"]
@@ -99,8 +99,7 @@ def _named_index(i):
 def _by_name(x: NamedArray, index: Mapping):
     for name in index:
         if name not in x.names:
-            raise AxisSpecError(f"indexing by name: the array has no axis {name!r} "
-                                f"(it has {fmt_names(x.names) or 'no named axes'})")
+            raise no_axis("indexing by name", name, x.names)
     for name, i in index.items():
         if isinstance(i, NamedArray):
             x = _gather_by_name(x, name, i)

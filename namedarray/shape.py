@@ -14,9 +14,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
 
-from .errors import AxisSizeError, AxisSpecError, DuplicateAxisError
+from .errors import AxisSizeError, AxisSpecError
 
-__all__ = ["NamedShape", "check_name", "canonical", "join_sizes"]
+__all__ = ["NamedShape", "check_name", "canonical", "duplicates", "join_sizes"]
 
 
 class NamedShape(Mapping):
@@ -78,12 +78,17 @@ def canonical(names: Iterable[str]) -> tuple[str, ...]:
     return tuple(sorted(names))
 
 
-def check_unique(names: Iterable[str], where: str) -> None:
-    seen = set()
+def duplicates(names: Iterable[str]) -> list[str]:
+    """The names that occur more than once, sorted (empty when every name is unique).
+
+    >>> duplicates(["a", "b", "a"])
+    ['a']
+    """
+    seen: set[str] = set()
+    dup: set[str] = set()
     for n in names:
-        if n in seen:
-            raise DuplicateAxisError(f"{where}: axis name {n!r} appears twice in {list(names)!r}")
-        seen.add(n)
+        (dup if n in seen else seen).add(n)
+    return sorted(dup)
 
 
 def join_sizes(shapes: Iterable[Mapping[str, int] | None], where: str = "broadcast",

@@ -22,8 +22,8 @@ from typing import Any
 
 import numpy as np
 
-from .errors import AxisSpecError, DuplicateAxisError
-from .shape import check_name
+from .errors import AxisSpecError, DuplicateAxisError, fmt_names
+from .shape import check_name, duplicates
 
 __all__ = ["AxisSpec", "parse", "is_spec_leaf"]
 
@@ -102,9 +102,7 @@ def parse(spec: Any, where: str, *, what: str = "axis specification") -> AxisSpe
 
 
 def _check_unique(names: list[str], spec: Any, where: str, what: str) -> None:
-    seen = set()
-    for n in names:
-        if n in seen:
-            raise DuplicateAxisError(f"{where}: named axes should be unique within each {what}, but {n!r} "
-                                     f"appears twice in {spec!r}")
-        seen.add(n)
+    dup = duplicates(names)
+    if dup:
+        raise DuplicateAxisError(f"{where}: named axes should be unique within each {what}, but "
+                                 f"{fmt_names(dup)} appears twice in {spec!r}")

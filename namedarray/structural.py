@@ -17,7 +17,7 @@ import jax.numpy as jnp
 
 from . import engine
 from .array import NamedArray, _make
-from .errors import AxisSpecError, DuplicateAxisError, fmt_names
+from .errors import AxisSpecError, DuplicateAxisError, fmt_names, no_axis
 from .wrapping import tag, untag
 
 __all__ = ["concatenate", "concat", "stack", "take", "append"]
@@ -109,8 +109,7 @@ def take(a, indices, axis: int | str | None = None, out=None, mode=None, unique_
     """
     if isinstance(axis, str) and isinstance(a, NamedArray):
         if axis not in a.names:
-            raise AxisSpecError(f"nx.take: the array has no axis {axis!r} "
-                                f"(it has {fmt_names(a.names) or 'none'})")
+            raise no_axis("nx.take", axis, a.names)
         shape = getattr(indices, "shape", ())
         if len(shape) > 1:
             raise AxisSpecError(f"nx.take along name {axis!r}: indices must be a scalar or 1-d (got shape "

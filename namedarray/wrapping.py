@@ -16,11 +16,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-import jax.numpy as jnp
-import numpy as np
+import jax
 
 from . import env as _env
-from .array import NamedArray, _make, from_storage, transpose
+from .array import NamedArray, _make, as_storage, from_storage, transpose
+from .engine import align
 from .errors import (
     AxisSpecError,
     DuplicateAxisError,
@@ -28,21 +28,12 @@ from .errors import (
     UnboundAxisError,
     UnplacedAxisError,
     fmt_names,
+    no_axis,
 )
-from .shape import canonical, check_name
+from .shape import canonical, check_name, duplicates
 from .specs import AxisSpec, parse
 
 __all__ = ["wrap", "unwrap", "rename", "tag", "untag"]
-
-
-def _as_data(array: Any):
-    if isinstance(array, NamedArray):
-        return array
-    if isinstance(array, (np.ndarray, np.generic, int, float, complex, bool, list, tuple)):
-        return jnp.asarray(array)
-    if not hasattr(array, "ndim"):
-        return jnp.asarray(array)
-    return array
 
 
 def wrap(array: Any, axes: Any = None, *, where: str = "nx.wrap") -> NamedArray:
@@ -57,7 +48,7 @@ def wrap(array: Any, axes: Any = None, *, where: str = "nx.wrap") -> NamedArray:
     {'batch': 20}
     """
     spec = axes if isinstance(axes, AxisSpec) else parse(axes, where)
-    x = _as_data(array)
+    x = array if isinstance(array, NamedArray) else as_storage(array)
     if isinstance(x, NamedArray):
         data, old = x.data, x.names
     else:
@@ -71,7 +62,8 @@ def wrap(array: Any, axes: Any = None, *, where: str = "nx.wrap") -> NamedArray:
     if not new:
         return x if isinstance(x, NamedArray) else _make(data, ())
     names = canonical(list(old) + list(new))
-    positional = [i for i in range(p) if i not in set(new.values())]
+    named_positions = set(new.values())
+    positional = [i for i in range(p) if i not in named_positions]
     perm = tuple(positional) + tuple(new[n] if n in new else p + old.index(n) for n in names)
     return _make(transpose(data, perm), names)
 
@@ -95,7 +87,8 @@ def _spec_text(spec: AxisSpec) -> str:
     return repr(spec.as_dict())
 
 
-def unwrap(x: Any, axes: Any = None, *, where: str = "nx.unwrap", sizes: Mapping[str, int] | None = None):
+def unwrap(x: Any, axes: Any = None, *, where: str = "nx.unwrap",
+           sizes: Mapping[str, int] | None = None) -> jax.Array:
     """The positional array of ``x``, with its named axes placed at the positions ``axes`` gives.
 
     Positions are positions in the result (xmap's ``out_axes`` semantics). Every name of ``x`` must be
@@ -111,7 +104,7 @@ def unwrap(x: Any, axes: Any = None, *, where: str = "nx.unwrap", sizes: Mapping
     if isinstance(x, NamedArray):
         data, names = x.data, x.names
     else:
-        data, names = _as_data(x), ()
+        data, names = as_storage(x), ()
     p = data.ndim - len(names)
     placed = dict((n, pos) for pos, n in spec.axes)
     unplaced = [n for n in names if n not in placed]
@@ -134,8 +127,6 @@ def unwrap(x: Any, axes: Any = None, *, where: str = "nx.unwrap", sizes: Mapping
                     f"{where}: the value does not carry axis {n!r} and its size is unknown here; a name is "
                     f"broadcast by unwrap only inside nx.xmap, where its size is bound")
         names_full = canonical(own)
-        from .engine import align
-
         data = align(_make(data, names), names_full, own)
         names = names_full
     rank = p + len(names)
@@ -148,47 +139,61 @@ def unwrap(x: Any, axes: Any = None, *, where: str = "nx.unwrap", sizes: Mapping
         raise RankError(
             f"{where}: the specification {_spec_text(spec)} requires the value to have at least "
             f"{need - len(names)} positional dimensions, but it only has {p} (shape {data.shape[:p]})")
-    perm = []
-    pos_iter = iter(range(p))
-    for r in range(rank):
-        n = spec.as_dict().get(r)
-        perm.append(p + names.index(n) if n is not None else next(pos_iter))
-    return transpose(data, tuple(perm))
+    at = spec.as_dict()
+    positional = iter(range(p))
+    perm = tuple(p + names.index(at[r]) if r in at else next(positional) for r in range(rank))
+    return transpose(data, perm)
 
 
 def rename(x: NamedArray, mapping: Mapping[str, str], where: str = "rename") -> NamedArray:
-    """``x`` with named axes renamed (``{"old": "new"}``); sizes and values unchanged."""
+    """``x`` with named axes renamed (``{"old": "new"}``); sizes and values unchanged.
+
+    >>> import namedarray as nx, jax.numpy as jnp
+    >>> nx.rename(nx.wrap(jnp.zeros((2, 3)), ["a", "b"]), {"a": "b", "b": "a"}).named_shape
+    {'a': 3, 'b': 2}
+    """
     if not isinstance(x, NamedArray):
         raise AxisSpecError(f"{where}: expected a NamedArray, got {type(x).__name__}")
     for old, new in mapping.items():
         check_name(new, where)
         if old not in x.names:
-            raise AxisSpecError(f"{where}: the array has no axis {old!r} "
-                                f"(it has {fmt_names(x.names) or 'none'})")
+            raise no_axis(where, old, x.names)
     new_names = tuple(mapping.get(n, n) for n in x.names)
-    if len(set(new_names)) != len(new_names):
-        dup = sorted({n for n in new_names if new_names.count(n) > 1})
+    dup = duplicates(new_names)
+    if dup:
         raise DuplicateAxisError(f"{where}: renaming {dict(mapping)!r} gives axis {fmt_names(dup)} twice")
     return from_storage(x.data, new_names, where)
 
 
 def untag(x: NamedArray, name: str, position: int | None = None, where: str = "untag") -> NamedArray:
-    """Turn named axis ``name`` into a positional axis at ``position`` (default: last positional)."""
+    """Turn named axis ``name`` into a positional axis at ``position`` (default: last positional).
+
+    >>> import namedarray as nx, jax.numpy as jnp
+    >>> from namedarray.wrapping import untag
+    >>> y = untag(nx.wrap(jnp.zeros((2, 3, 4)), {0: "a", 2: "b"}), "b", 0)
+    >>> y.shape, y.named_shape
+    ((4, 3), {'a': 2})
+    """
     if name not in x.names:
-        raise AxisSpecError(f"{where}: the array has no axis {name!r} "
-                            f"(it has {fmt_names(x.names) or 'none'})")
+        raise no_axis(where, name, x.names)
     d = x.data
     p = d.ndim - len(x.names)
     position = p if position is None else position
     src = p + x.names.index(name)
-    order = [i for i in range(p)]
+    order = list(range(p))
     order.insert(position, src)
     order += [p + i for i, n in enumerate(x.names) if n != name]
     return _make(transpose(d, tuple(order)), tuple(n for n in x.names if n != name))
 
 
 def tag(x: NamedArray, position: int, name: str, where: str = "tag") -> NamedArray:
-    """Turn positional axis ``position`` into a named axis ``name``."""
+    """Turn positional axis ``position`` into a named axis ``name`` (``nx.wrap`` of one axis).
+
+    >>> import namedarray as nx, jax.numpy as jnp
+    >>> from namedarray.wrapping import tag
+    >>> tag(nx.wrap(jnp.zeros((2, 3))), -1, "k").named_shape
+    {'k': 3}
+    """
     check_name(name, where)
     if name in x.names:
         raise DuplicateAxisError(f"{where}: the array already has an axis {name!r}")
