@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import dataclasses
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -41,6 +42,7 @@ class AxisEnv:
     ``local``: the names the innermost ``nx.xmap`` defined.
     ``resources``: axis name -> tuple of resource names (mesh axes, then at most one loop).
     ``mesh``: the mesh those resources refer to, if any.
+    ``loops``: axis name -> chunk count, for names computed by a serial loop (the body sees one chunk).
     ``rules``: logical axis name -> mesh axes, from ``nx.axis_rules``.
     """
 
@@ -102,10 +104,12 @@ def _install(env: AxisEnv) -> Iterator[AxisEnv]:
 
 
 def bind(sizes: Mapping[str, int], *, resources: Mapping[str, tuple] | None = None, mesh: Any = None,
-         loops: Mapping[str, int] | None = None, where: str = "nx.xmap"):
+         loops: Mapping[str, int] | None = None,
+         where: str = "nx.xmap") -> contextlib.AbstractContextManager[AxisEnv]:
     """Bind ``sizes`` for a nested region (what ``nx.xmap`` does around its body).
 
     Re-binding a name an enclosing region binds is an :class:`AxisNameShadowingError`, as in xmap.
+    ``resources``, ``mesh`` and ``loops`` extend the enclosing ones; ``local`` becomes ``sizes``' names.
     """
     env = current()
     shadowed = sorted(set(sizes) & set(env.sizes))
@@ -124,7 +128,7 @@ def bind(sizes: Mapping[str, int], *, resources: Mapping[str, tuple] | None = No
     return _install(new)
 
 
-def axis_rules(rules: Mapping[str, Any]):
+def axis_rules(rules: Mapping[str, Any]) -> contextlib.AbstractContextManager[AxisEnv]:
     """Map logical axis names to mesh axes inside the ``with`` block (the rules sharding by name reads).
 
     >>> import namedarray as nx
@@ -133,6 +137,4 @@ def axis_rules(rules: Mapping[str, Any]):
     'data'
     """
     env = current()
-    merged = {**(env.rules or {}), **dict(rules)}
-    return _install(AxisEnv(sizes=env.sizes, local=env.local, resources=env.resources, mesh=env.mesh,
-                            loops=env.loops, rules=merged))
+    return _install(dataclasses.replace(env, rules={**(env.rules or {}), **dict(rules)}))

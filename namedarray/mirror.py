@@ -312,14 +312,11 @@ def _where(condition, x=None, y=None, /, *, size=None, fill_value=None):
     return engine.elementwise(jnp.where, (condition, x, y), "nx.where")
 
 
-def _clip(arr, /, min=None, max=None, **kwargs):
-    lo = kwargs.pop("a_min", min)
-    hi = kwargs.pop("a_max", max)
-    return engine.elementwise(_clip3, (arr, lo, hi), "nx.clip")
-
-
-def _clip3(a, lo, hi):
-    return jnp.clip(a, lo, hi)
+def _clip(arr, /, min=None, max=None, *, a_min=None, a_max=None):
+    """``jnp.clip`` with its bounds broadcast by name (``a_min``/``a_max``: NumPy's names, for np.clip)."""
+    lo = min if a_min is None else a_min
+    hi = max if a_max is None else a_max
+    return engine.elementwise(jnp.clip, (arr, lo, hi), "nx.clip")
 
 
 def _trapezoid(y, x=None, dx=1.0, axis: int | str = -1):

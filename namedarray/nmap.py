@@ -21,11 +21,21 @@ __all__ = ["nmap"]
 
 
 def nmap(f: Callable) -> Callable:
-    """Return ``f`` lifted over named axes; positional arguments and semantics are unchanged."""
+    """Return ``f`` lifted over named axes; positional arguments and semantics are unchanged.
+
+    Arrays anywhere in the arguments (pytrees included) are mapped over their names; every other argument
+    is passed through as it is. Outputs that ``f`` names itself keep those names too.
+
+    >>> import namedarray as nx, jax.numpy as jnp
+    >>> a = nx.wrap(jnp.ones((2, 3)), ["i", ...])
+    >>> b = nx.wrap(jnp.ones((4, 3)), ["j", ...])
+    >>> nx.nmap(jnp.dot)(a, b).named_shape  # every pair (i, j): the union of the names
+    {'i': 2, 'j': 4}
+    """
+    where = f"nx.nmap({getattr(f, '__name__', 'f')})"
 
     @functools.wraps(f)
     def lifted(*args, **kwargs):
-        return engine.lift(f, args, kwargs, f"nx.nmap({getattr(f, '__name__', 'f')})")
+        return engine.lift(f, args, kwargs, where)
 
-    lifted.__wrapped_positional__ = f
     return lifted

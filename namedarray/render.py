@@ -12,6 +12,7 @@ NamedArray(int32, shape=(), named_shape={'b': 3}, axes=[b])
 from __future__ import annotations
 
 import html
+from typing import Any
 
 import jax
 import numpy as np
@@ -19,7 +20,13 @@ import numpy as np
 __all__ = ["header", "text_repr", "html_repr"]
 
 
-def header(x) -> str:
+def header(x: Any) -> str:
+    """The first line of a NamedArray's repr: dtype, positional shape, named shape, storage axes.
+
+    >>> import namedarray as nx, jax.numpy as jnp
+    >>> header(nx.wrap(jnp.zeros((2, 3)), [None, "k"]))
+    "NamedArray(float32, shape=(2,), named_shape={'k': 3}, axes=[#0, k])"
+    """
     d = x.data
     dtype = getattr(d, "dtype", "?")
     try:
@@ -41,14 +48,21 @@ def _values(x):
         return None
 
 
-def text_repr(x) -> str:
+def text_repr(x: Any) -> str:
+    """``repr(x)``: the header, then the values (positional axes first), unless ``x`` is abstract."""
     values = _values(x)
     if values is None:
         return header(x)
     return header(x) + "\n" + np.array2string(values, threshold=200, edgeitems=3)
 
 
-def html_repr(x) -> str:
+def html_repr(x: Any) -> str:
+    """``x._repr_html_()``: a table of the axes (positional, then named) and the values, for notebooks.
+
+    >>> import namedarray as nx, jax.numpy as jnp
+    >>> "<b>k</b></td><td>3</td><td>named" in html_repr(nx.wrap(jnp.zeros(3), ["k"]))
+    True
+    """
     rows = "".join(
         f"<tr><td><b>{html.escape(str(n))}</b></td><td>{s}</td><td>named</td></tr>"
         for n, s in x.named_shape.items())

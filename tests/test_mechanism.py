@@ -11,6 +11,7 @@ import os
 import sys
 
 import jax
+import jax.extend
 import jax.monitoring
 import jax.numpy as jnp
 import numpy as np
@@ -74,10 +75,11 @@ def test_reduction_and_reused_layout_compile_once():
 
 
 def _eqn_primitives(jaxpr):
+    """Every primitive of ``jaxpr``, nested jaxprs (jit, custom_jvp, ...) included."""
     out = []
     for e in jaxpr.eqns:
         out.append(e.primitive.name)
-        for sub in jax.core.subjaxprs(e) if hasattr(jax.core, "subjaxprs") else []:
+        for sub in jax.extend.core.jaxprs_in_params(e.params):
             out += _eqn_primitives(sub)
     return out
 

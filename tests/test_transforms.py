@@ -212,7 +212,7 @@ def test_checkpoint_under_grad(xw):
     np.testing.assert_allclose(g2.unwrap(["k"]), ref, rtol=1e-5)
 
 
-def test_jit_with_static_argnums_and_named_outputs_in_a_tuple(xw):
+def test_jit_returning_named_and_positional_outputs_in_a_tuple(xw):
     x, w, xd, wd = xw
 
     @jax.jit
