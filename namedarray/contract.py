@@ -27,6 +27,7 @@ what ``jnp.dot`` costs.
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Hashable, Sequence
 from typing import Any
 
@@ -39,6 +40,7 @@ from . import engine
 from . import env as _env
 from .array import NamedArray, _make
 from .errors import AxisSizeError, AxisSpecError, DuplicateAxisError, fmt_names
+from .wrapping import wrap
 
 __all__ = ["dot", "vdot", "matmul", "tensordot", "inner", "outer", "pdot"]
 
@@ -85,10 +87,6 @@ def _dot_labels(a, a_labels: Sequence[Hashable], b, b_labels: Sequence[Hashable]
     return out
 
 
-def _as_named(v: Any) -> NamedArray:
-    return v if type(v) is NamedArray else _make(jnp.asarray(v), ())
-
-
 def _result(out: NamedArray, operands: tuple):
     """Plain arrays in, plain array out (as every nx operation)."""
     for v in operands:
@@ -130,7 +128,7 @@ def _carries(names: Sequence[str], operands: Sequence[NamedArray], where: str) -
 
 def _dot_impl(static, a, b):
     names, precision, preferred_element_type, where = static
-    a, b = _as_named(a), _as_named(b)
+    a, b = wrap(a), wrap(b)
     _carries(names, (a, b), where)
     engine.join((a, b), where)  # any name with two sizes (contracted ones included) is an error
     # positional axes broadcast right-aligned, as in a * b; a size-1 axis facing a larger one is squeezed
@@ -222,7 +220,7 @@ def _axis_ref(ref: Any, v: NamedArray, k: int, where: str):
 
 def _tensordot_impl(static, a, b):
     axes, precision, preferred_element_type, where = static
-    a, b = _as_named(a), _as_named(b)
+    a, b = wrap(a), wrap(b)
     pa, pb = engine.pos_ndim(a), engine.pos_ndim(b)
     if isinstance(axes, int):
         if axes < 0 or axes > pa or axes > pb:
@@ -261,21 +259,24 @@ def _tensordot_impl(static, a, b):
 
 
 def _normalize_axes(axes: Any, where: str):
+    """``axes`` of tensordot as an int, or a pair of tuples of positions and names."""
     if isinstance(axes, str):
         return ((axes,), (axes,))
-    if isinstance(axes, int) and not isinstance(axes, bool):
-        return axes
-    if hasattr(axes, "__index__") and not isinstance(axes, (tuple, list)):
-        return int(axes)
     if isinstance(axes, (tuple, list)) and len(axes) == 2:
         pair = []
         for side in axes:
-            seq = (side,) if isinstance(side, (str, int)) or hasattr(side, "__index__") else tuple(side)
-            pair.append(tuple(s if isinstance(s, str) else int(s) for s in seq))
+            seq = tuple(side) if isinstance(side, (tuple, list, np.ndarray)) else (side,)
+            try:
+                pair.append(tuple(s if isinstance(s, str) else operator.index(s) for s in seq))
+            except TypeError:
+                raise AxisSpecError(f"{where}: an axis is a position (an int) or a name, got {side!r} in "
+                                    f"axes={axes!r}") from None
         if len(pair[0]) != len(pair[1]):
             raise AxisSpecError(f"{where}: axes={axes!r} pairs {len(pair[0])} axes of argument 0 with "
                                 f"{len(pair[1])} of argument 1")
         return tuple(pair)
+    if not isinstance(axes, bool) and hasattr(axes, "__index__"):
+        return operator.index(axes)
     raise AxisSpecError(f"{where}: axes must be an int, an axis name, or a pair (axes_a, axes_b) of axes "
                         f"(positions or names), got {axes!r}; to contract several names in both arguments "
                         "use nx.dot(a, b, axis=(...))")
@@ -323,15 +324,18 @@ def _pos_dims(dims: Sequence[int], p: int, k: int, what: str, where: str) -> tup
 _NO_AXES = ((), ())
 
 
-def _pos_pair(dims) -> tuple[tuple[int, ...], tuple[int, ...]]:
-    if dims is _NO_AXES or (type(dims) is tuple and dims == _NO_AXES):  # the default: no conversion
-        return _NO_AXES
-    return tuple(int(d) for d in dims[0]), tuple(int(d) for d in dims[1])
+def _pos_pair(dims: Any, what: str, where: str) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    try:
+        dx, dy = dims
+        return tuple(map(operator.index, dx)), tuple(map(operator.index, dy))
+    except (TypeError, ValueError):
+        raise AxisSpecError(f"{where}: {what} is a pair of sequences of positional axes ((x_axes), "
+                            f"(y_axes)), got {dims!r}") from None
 
 
 def _pdot_impl(static, x, y):
     axis_names, pos_contract, pos_batch, precision, preferred_element_type, where = static
-    x, y = _as_named(x), _as_named(y)
+    x, y = wrap(x), wrap(y)
     px, py = engine.pos_ndim(x), engine.pos_ndim(y)
     cx = _pos_dims(pos_contract[0], px, 0, "pos_contract", where)
     cy = _pos_dims(pos_contract[1], py, 1, "pos_contract", where)
@@ -390,12 +394,8 @@ def pdot(x: Any, y: Any, axis_name: str | Sequence[str], pos_contract=_NO_AXES, 
     """
     where = "nx.pdot"
     names = (axis_name,) if type(axis_name) is str else _name_tuple(axis_name, where)
-    try:
-        pc = _pos_pair(pos_contract)
-        pb = _pos_pair(pos_batch)
-    except (TypeError, IndexError, ValueError):
-        raise AxisSpecError(f"{where}: pos_contract and pos_batch are pairs of sequences of positional axes "
-                            f"((x_axes), (y_axes)), got {pos_contract!r} and {pos_batch!r}") from None
+    pc = _pos_pair(pos_contract, "pos_contract", where)
+    pb = _pos_pair(pos_batch, "pos_batch", where)
     ops = (_operand(x), _operand(y))
     out = engine.run(_pdot_impl, (names, pc, pb, precision, preferred_element_type, where), ops)
     return _result(out, ops)

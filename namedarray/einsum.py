@@ -44,13 +44,13 @@ from __future__ import annotations
 import functools
 from typing import Any, NamedTuple
 
-import jax
 import jax.numpy as jnp
 import numpy as np
 import opt_einsum
 
 from . import engine
 from .array import NamedArray, _make
+from .contract import _operand, _result
 from .errors import AxisSizeError, EinsumSpecError, fmt_names
 from .shape import join_sizes
 
@@ -351,12 +351,6 @@ def _einsum_impl(static, *operands):
     return _make(out, pl.out_names)
 
 
-def _operand(v: Any) -> Any:
-    if type(v) is NamedArray or isinstance(v, (jax.Array, np.ndarray, np.generic, bool, int, float, complex)):
-        return v
-    return jnp.asarray(v)
-
-
 def einsum(spec: str, *operands: Any, precision: Any = None, preferred_element_type: Any = None):
     """Einstein summation where letters are positional axes and ``{names}`` are named axes.
 
@@ -380,8 +374,4 @@ def einsum(spec: str, *operands: Any, precision: Any = None, preferred_element_t
         raise EinsumSpecError(f"nx.einsum takes the subscripts string first, got {type(spec).__name__} (the "
                               "interleaved operand/sublist form of numpy.einsum is not supported)")
     ops = tuple(_operand(v) for v in operands)
-    out = engine.run(_einsum_impl, (spec, precision, preferred_element_type), ops)
-    for v in ops:
-        if type(v) is NamedArray:
-            return out
-    return out.data
+    return _result(engine.run(_einsum_impl, (spec, precision, preferred_element_type), ops), ops)

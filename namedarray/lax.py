@@ -38,11 +38,11 @@ from .collectives import (
     psum_scatter,
     pswapaxes,
 )
+from .contract import pdot
 from .nmap import nmap
 
 __all__ = ["psum", "pmean", "pmax", "pmin", "all_gather", "ppermute", "pshuffle", "psum_scatter",
-           "all_to_all", "pswapaxes", "pbroadcast", "pcast", "axis_index", "axis_size",
-           "pdot"]  # noqa: F822 (pdot: lazy)
+           "all_to_all", "pswapaxes", "pbroadcast", "pcast", "axis_index", "axis_size", "pdot"]
 
 # jax.lax functions of whole pytrees: they must see NamedArrays (which are pytrees) unlifted, so that
 # function arguments (branches, loop bodies) receive NamedArrays with their names.
@@ -55,13 +55,6 @@ _lifted: dict[str, Any] = {}
 
 
 def __getattr__(name: str) -> Any:
-    if name == "pdot":
-        # Imported on first use: namedarray.contract imports the engine and einsum machinery, and nx.lax
-        # must not depend on it at import time.
-        from .contract import pdot
-
-        globals()["pdot"] = pdot
-        return pdot
     if name.startswith("_"):
         raise AttributeError(name)
     try:
@@ -77,4 +70,4 @@ def __getattr__(name: str) -> Any:
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | {n for n in dir(jax.lax) if not n.startswith("_")} | {"pdot"})
+    return sorted(set(globals()) | {n for n in dir(jax.lax) if not n.startswith("_")})

@@ -224,6 +224,15 @@ def test_tensordot_errors():
         nx.tensordot(x, np.ones((3, 5)), axes=2)
     with pytest.raises(DuplicateAxisError, match="lists an axis twice"):
         nx.tensordot(x, np.ones((3, 3)), axes=(("k", "k"), (0, 1)))
+    # positions are ints: 0.5 is an error, not axis 0
+    with pytest.raises(AxisSpecError, match=r"an axis is a position \(an int\) or a name, got \(0.5,\)"):
+        nx.tensordot(x, np.ones((2, 5)), axes=((0.5,), (0,)))
+    with pytest.raises(AxisSpecError, match="an int, an axis name, or a pair"):
+        nx.tensordot(x, np.ones((2, 5)), axes=1.0)
+    np.testing.assert_allclose(  # numpy integers and arrays of positions are positions
+        np.asarray(nx.tensordot(nx.wrap(np.ones((3, 2)), ["k", None]), np.ones((2, 5)),
+                                axes=(np.array([0]), [np.int64(0)])).unwrap(["k", ...])),
+        np.full((3, 5), 2.0))
 
 
 # --------------------------------------------------------------------------------------------------------
@@ -336,6 +345,10 @@ def test_pdot_names_carried_by_one_operand_or_bound_only(rng):
     with pytest.raises(AxisSizeError, match=r"pos_contract pairs positional axis 0 of x \(size 3\) with "
                                             r"axis 0 of y \(size 5\)"):
         nx.pdot(xi, y, "i", pos_contract=((0,), (0,)))
+    with pytest.raises(AxisSpecError, match=r"pos_contract is a pair of sequences .* got \(\(0.5,\), "):
+        nx.pdot(xi, y, "i", pos_contract=((0.5,), (0,)))
+    with pytest.raises(AxisSpecError, match=r"pos_batch is a pair of sequences .* got 3"):
+        nx.pdot(xi, y, "i", pos_batch=3)
 
 
 def test_pdot_inside_xmap(rng):
