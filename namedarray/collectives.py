@@ -41,6 +41,7 @@ given, as in JAX.
 from __future__ import annotations
 
 import math
+import operator
 from collections.abc import Sequence
 from typing import Any
 
@@ -53,6 +54,7 @@ from . import env as _env
 from .array import NamedArray, _make, from_storage, is_named
 from .errors import AxisSizeError, AxisSpecError, DuplicateAxisError, fmt_names
 from .shape import canonical
+from .wrapping import wrap
 
 __all__ = ["psum", "pmean", "pmax", "pmin", "all_gather", "ppermute", "pshuffle", "psum_scatter",
            "all_to_all", "pswapaxes", "pbroadcast", "pcast", "axis_index", "axis_size"]
@@ -95,21 +97,22 @@ def _bound_sizes(names: Sequence[str], where: str) -> list[int]:
     return [env.size(n, where) for n in names]
 
 
-def _as_named(x: Any) -> NamedArray:
-    return x if type(x) is NamedArray else _make(jnp.asarray(x), ())
+def _carry(x: Any, names: Sequence[str], where: str) -> tuple[NamedArray, list[int]]:
+    """(``x`` broadcast along the bound names of ``names`` it lacks, the sizes of ``names``).
 
-
-def _carry(x: NamedArray, names: Sequence[str], where: str) -> NamedArray:
-    """``x`` broadcast along the bound names of ``names`` it lacks (it is constant along them)."""
-    missing = [n for n in names if n not in x.names]
-    if not missing:
-        return x
-    env = _env.current()
+    ``x`` may be positional. A value is constant along a bound name it lacks, so broadcasting it there is
+    what xmap meant by a collective over such a name.
+    """
+    x = wrap(x)
     sizes = engine.named_sizes(x)
-    for n in missing:
-        sizes[n] = env.size(n, where)
-    out = canonical(sizes)
-    return _make(engine.align(x, out, sizes), out)
+    missing = [n for n in names if n not in sizes]
+    if missing:
+        env = _env.current()
+        for n in missing:
+            sizes[n] = env.size(n, where)
+        out = canonical(sizes)
+        x = _make(engine.align(x, out, sizes), out)
+    return x, [sizes[n] for n in names]
 
 
 def _merge_names(x: NamedArray, names: Sequence[str], position: int):
@@ -141,12 +144,14 @@ def _split_to_names(d, position: int, names: Sequence[str], sizes: Sequence[int]
     return from_storage(d, tuple(names) + tuple(rest), where)
 
 
-def _positional(axis: int, p: int, where: str, what: str, extra: int = 0) -> int:
-    """Normalise positional ``axis`` for a value with ``p`` positional axes (``extra`` new slots allowed)."""
+def _positional(axis: int, x: NamedArray, where: str, what: str, extra: int = 0) -> int:
+    """Normalise positional ``axis`` of ``x`` (``extra`` new slots allowed, for an inserted axis)."""
+    p = engine.pos_ndim(x)
     n = p + extra
     if isinstance(axis, bool) or not isinstance(axis, (int, np.integer)) or not -n <= axis < n:
         raise AxisSpecError(f"{where}: {what}={axis!r} is out of range for a value with {p} positional "
-                            f"axes (named axes are addressed through axis_name, not by position)")
+                            f"axes (shape {x.shape}, named axes {fmt_names(x.names) or 'none'}; named axes "
+                            "are addressed through axis_name, not by position)")
     return int(axis) % n
 
 
@@ -185,7 +190,7 @@ def _reduce(kind: str, x, axis_name, where: str):
         if type(v) is NamedArray:
             return engine.reduce(_REDUCERS[kind], v, axis, where)
         # a positional array: it lacks every name, so names must be bound; the result stays positional
-        return engine.reduce(_REDUCERS[kind], _as_named(v), axis, where).data
+        return engine.reduce(_REDUCERS[kind], wrap(v), axis, where).data
 
     return _tree(one, x)
 
@@ -247,19 +252,13 @@ def _restore(out: NamedArray, x: Any) -> Any:
 
 def _all_gather_impl(static, x):
     names, axis, tiled, where = static
-    x = _carry(_as_named(x), names, where)
-    p = engine.pos_ndim(x)
+    x, _ = _carry(x, names, where)
+    # tiled concatenates along an existing positional axis; untiled inserts a new one
+    a = _positional(axis, x, where, "axis", extra=0 if tiled else 1)
+    d, rest = _merge_names(x, names, a)
     if tiled:
-        if p == 0:
-            raise AxisSpecError(f"{where}: tiled=True concatenates along a positional axis, but the value "
-                                f"has none (named axes {fmt_names(x.names)}); use tiled=False to stack")
-        a = _positional(axis, p, where, "axis")
-        d, rest = _merge_names(x, names, a)
         # (..., N, m, ...) -> (..., N*m, ...): the blocks of each name index, concatenated in order
         d = d.reshape(d.shape[:a] + (d.shape[a] * d.shape[a + 1],) + d.shape[a + 2:])
-    else:
-        a = _positional(axis, p, where, "axis", extra=1)
-        d, rest = _merge_names(x, names, a)
     return _make(d, rest)
 
 
@@ -282,25 +281,25 @@ def all_gather(x: Any, axis_name: str | Sequence[str], *, axis: int = 0, tiled: 
                  x)
 
 
-def _take_along_names(x: NamedArray, names, index: np.ndarray, mask: np.ndarray | None) -> NamedArray:
+def _take_along_names(x: NamedArray, names: Sequence[str], sizes: Sequence[int], index: np.ndarray,
+                      mask: np.ndarray | None, where: str) -> NamedArray:
     """Index the (row-major linearised) ``names`` of ``x`` with static ``index``; zero where ``~mask``."""
     p = engine.pos_ndim(x)
-    sizes = [engine.named_sizes(x)[n] for n in names]
     d, rest = _merge_names(x, names, p)
     out = jnp.take(d, jnp.asarray(index, dtype=jnp.int32), axis=p)
     if mask is not None:
         m = jnp.asarray(mask).reshape((len(mask),) + (1,) * (d.ndim - p - 1))
         out = jnp.where(m, out, jnp.zeros((), out.dtype))
-    return _split_to_names(out, p, names, sizes, rest, "nx.ppermute")
+    return _split_to_names(out, p, names, sizes, rest, where)
 
 
 def _ppermute_impl(static, x):
     names, perm, shift, where = static
-    x = _carry(_as_named(x), names, where)
-    n = math.prod(engine.named_sizes(x)[m] for m in names)
+    x, sizes = _carry(x, names, where)
+    n = math.prod(sizes)
     if shift is not None:
         src = (np.arange(n) - shift) % n
-        return _take_along_names(x, names, src, None)
+        return _take_along_names(x, names, sizes, src, None, where)
     src = np.zeros(n, dtype=np.int32)
     reached = np.zeros(n, dtype=bool)
     for s, t in perm:
@@ -309,7 +308,7 @@ def _ppermute_impl(static, x):
                                 f"{fmt_names(names)} of size {n}")
         src[t] = s
         reached[t] = True
-    return _take_along_names(x, names, src, None if reached.all() else reached)
+    return _take_along_names(x, names, sizes, src, None if reached.all() else reached, where)
 
 
 def ppermute(x: Any, axis_name: str | Sequence[str], perm: Sequence[tuple[int, int]] | None = None, *,
@@ -333,7 +332,7 @@ def ppermute(x: Any, axis_name: str | Sequence[str], perm: Sequence[tuple[int, i
                             "shift (an int)")
     if perm is not None:
         try:
-            perm = tuple((int(s), int(t)) for s, t in perm)
+            perm = tuple((operator.index(s), operator.index(t)) for s, t in perm)
         except (TypeError, ValueError):
             raise AxisSpecError(f"{where}: perm must be a sequence of (source, destination) int pairs, got "
                                 f"{perm!r}") from None
@@ -343,19 +342,22 @@ def ppermute(x: Any, axis_name: str | Sequence[str], perm: Sequence[tuple[int, i
             raise AxisSpecError(f"{where}: ppermute sources and destinations must be unique, got "
                                 f"{list(perm)} (axis {fmt_names(names)})")
     else:
-        shift = int(shift)
+        try:
+            shift = operator.index(shift)
+        except TypeError:
+            raise AxisSpecError(f"{where}: shift must be an int, got {shift!r}") from None
     static = (names, perm, shift, where)
     return _tree(lambda v: engine.run(_ppermute_impl, static, (v,)), x)
 
 
 def _pshuffle_impl(static, x):
     names, perm, where = static
-    x = _carry(_as_named(x), names, where)
-    n = math.prod(engine.named_sizes(x)[m] for m in names)
+    x, sizes = _carry(x, names, where)
+    n = math.prod(sizes)
     if len(perm) != n or sorted(perm) != list(range(n)):
         raise AxisSpecError(f"{where}: `perm` does not represent a permutation: {list(perm)} (axis "
                             f"{fmt_names(names)} has size {n}, so perm must order 0..{n - 1})")
-    return _take_along_names(x, names, np.asarray(perm), None)
+    return _take_along_names(x, names, sizes, np.asarray(perm), None, where)
 
 
 def pshuffle(x: Any, axis_name: str | Sequence[str], perm: Sequence[int]) -> Any:
@@ -371,7 +373,7 @@ def pshuffle(x: Any, axis_name: str | Sequence[str], perm: Sequence[int]) -> Any
     where = "nx.pshuffle"
     names = _names(axis_name, where)
     try:
-        perm = tuple(int(i) for i in perm)
+        perm = tuple(operator.index(i) for i in perm)
     except (TypeError, ValueError):
         raise AxisSpecError(f"{where}: `perm` does not represent a permutation: {perm!r}") from None
     return _tree(lambda v: engine.run(_pshuffle_impl, (names, perm, where), (v,)), x)
@@ -379,14 +381,9 @@ def pshuffle(x: Any, axis_name: str | Sequence[str], perm: Sequence[int]) -> Any
 
 def _psum_scatter_impl(static, x):
     names, dim, tiled, where = static
-    x = _carry(_as_named(x), names, where)
-    sizes = [engine.named_sizes(x)[n] for n in names]
+    x, sizes = _carry(x, names, where)
     n = math.prod(sizes)
-    p = engine.pos_ndim(x)
-    if p == 0:
-        raise AxisSpecError(f"{where}: scatter_dimension={dim} needs a positional axis, but the value has "
-                            f"none (named axes {fmt_names(x.names)})")
-    a = _positional(dim, p, where, "scatter_dimension")
+    a = _positional(dim, x, where, "scatter_dimension")
     s = x.shape[a]
     if tiled and s % n:
         raise AxisSizeError(f"{where}: tiled reduce_scatter operand scatter dimension size {s} must be "
@@ -423,15 +420,11 @@ def psum_scatter(x: Any, axis_name: str | Sequence[str], *, scatter_dimension: i
 
 def _all_to_all_impl(static, x):
     names, split_axis, concat_axis, tiled, where = static
-    x = _carry(_as_named(x), names, where)
-    sizes = [engine.named_sizes(x)[n] for n in names]
+    x, sizes = _carry(x, names, where)
     n = math.prod(sizes)
     p = engine.pos_ndim(x)
-    if p == 0:
-        raise AxisSpecError(f"{where}: all_to_all splits and concatenates positional axes, but the value has "
-                            f"none (named axes {fmt_names(x.names)})")
-    a = _positional(split_axis, p, where, "split_axis")
-    c = _positional(concat_axis, p, where, "concat_axis")
+    a = _positional(split_axis, x, where, "split_axis")
+    c = _positional(concat_axis, x, where, "concat_axis")
     s = x.shape[a]
     label = names[0] if len(names) == 1 else names
     if tiled and s % n:
@@ -505,8 +498,8 @@ def pswapaxes(x: Any, axis_name: str | Sequence[str], axis: int) -> Any:
 
 def _pbroadcast_impl(static, x):
     names, source, where = static
-    x = _carry(_as_named(x), names, where)
-    n = math.prod(engine.named_sizes(x)[m] for m in names)
+    x, sizes = _carry(x, names, where)
+    n = math.prod(sizes)
     if not 0 <= source < n:
         raise AxisSpecError(f"{where}: source={source} is out of range for axis {fmt_names(names)} of "
                             f"size {n}")
@@ -527,7 +520,12 @@ def pbroadcast(x: Any, axis_name: str | Sequence[str], source: int) -> Any:
     """
     where = "nx.pbroadcast"
     names = _names(axis_name, where)
-    return _tree(lambda v: _restore(engine.run(_pbroadcast_impl, (names, int(source), where), (v,)), v), x)
+    try:
+        source = operator.index(source)
+    except TypeError:
+        raise AxisSpecError(f"{where}: source must be an int index along {fmt_names(names)}, got "
+                            f"{source!r}") from None
+    return _tree(lambda v: _restore(engine.run(_pbroadcast_impl, (names, source, where), (v,)), v), x)
 
 
 def pcast(x: Any, axis_name: str | Sequence[str], *, to: str) -> Any:

@@ -40,6 +40,7 @@ from . import env as _env
 from .array import NamedArray, _make, from_storage
 from .errors import AxisSizeError, AxisSpecError, DuplicateAxisError
 from .shape import canonical
+from .wrapping import wrap
 
 __all__ = ["relu", "relu6", "gelu", "sigmoid", "silu", "swish", "softplus", "tanh", "elu", "celu", "selu",
            "leaky_relu", "log_sigmoid", "soft_sign", "hard_sigmoid", "hard_silu", "hard_swish", "hard_tanh",
@@ -292,7 +293,7 @@ def standardize(x: Any, axis: Axis = -1, mean: Any = None, variance: Any = None,
 
 def _glu_impl(static, x):
     axis, where = static
-    x = x if type(x) is NamedArray else _make(jnp.asarray(x), ())
+    x = wrap(x)
     axes, _ = _storage_axes(axis, x, where)
     if len(axes) != 1:
         raise AxisSpecError(f"{where}: axis must be one positional axis or one name the value carries, "
@@ -323,7 +324,7 @@ def glu(x: Any, axis: int | str = -1) -> Any:
 
 def _one_hot_impl(static, x):
     num_classes, dtype, name, where = static
-    x = x if type(x) is NamedArray else _make(jnp.asarray(x), ())
+    x = wrap(x)
     out = jax.nn.one_hot(x.data, num_classes, dtype=dtype, axis=-1)
     return from_storage(out, x.names + (name,), where)
 

@@ -44,6 +44,7 @@ from .array import NamedArray, from_storage
 from .errors import AxisSizeError, AxisSpecError, fmt_names
 from .nmap import nmap
 from .shape import check_name, join_sizes
+from .wrapping import untag, wrap
 
 __all__ = ["key", "PRNGKey", "key_data", "wrap_key_data", "split", "fold_in", "normal", "uniform",
            "bernoulli", "randint", "truncated_normal", "gumbel", "exponential", "laplace", "logistic",
@@ -337,14 +338,11 @@ def poisson(key: Any, lam: Any, shape: Shape = None, dtype: Any = None, *,
 
 def _categorical_impl(static, k, logits):
     axis, shape, named, kwargs, where = static
-    if type(logits) is not NamedArray:
-        logits = NamedArray(jnp.asarray(logits))
+    logits = wrap(logits)
     if isinstance(axis, str):
         if axis not in logits.names:
             raise AxisSpecError(f"{where}: the logits do not carry axis {axis!r} (they have "
                                 f"{fmt_names(logits.names) or 'no names'})")
-        from .wrapping import untag
-
         logits = untag(logits, axis, where=where)
         a = logits.ndim - 1
     else:
@@ -421,8 +419,7 @@ def permutation(key: Any, x: Any, axis: int | str = 0, independent: bool = False
         return jax.random.permutation(key, x, axis=axis, independent=independent)
     if isinstance(x, (int, np.integer)):
         x = jnp.arange(int(x))
-    if type(x) is not NamedArray:
-        x = NamedArray(jnp.asarray(x))
+    x = wrap(x)
     if isinstance(axis, str) and axis not in x.names:
         raise AxisSpecError(f"{where}: the value does not carry axis {axis!r} (it has "
                             f"{fmt_names(x.names) or 'no names'})")

@@ -352,6 +352,15 @@ def test_ppermute_bad_perm():
         nx.ppermute(x, "i", [(0, 7)])
     with pytest.raises(errors.AxisSpecError, match="exactly one of perm"):
         nx.ppermute(x, "i")
+    # indices are ints: 1.5 is an error, not a shift by 1
+    with pytest.raises(errors.AxisSpecError, match="shift must be an int, got 1.5"):
+        nx.ppermute(x, "i", shift=1.5)
+    with pytest.raises(errors.AxisSpecError, match=r"int pairs, got \[\(0.5, 1\)\]"):
+        nx.ppermute(x, "i", [(0.5, 1)])
+    with pytest.raises(errors.AxisSpecError, match="does not represent a permutation"):
+        nx.pshuffle(x, "i", [1.0, 0.0, 2.0, 3.0])
+    with pytest.raises(errors.AxisSpecError, match="source must be an int index along 'i', got 1.5"):
+        nx.lax.pbroadcast(x, "i", 1.5)
 
 
 def test_psum_scatter_size_errors():
@@ -386,6 +395,14 @@ def test_bad_axis_arguments():
         nx.psum(x, None)
     with pytest.raises(errors.AxisSpecError, match="out of range for a scalar"):
         nx.psum(1, 0)
+    scalar = nx.wrap(jnp.ones(4), ["i"])  # no positional axis to scatter, split or concatenate
+    with pytest.raises(errors.AxisSpecError, match=r"scatter_dimension=0 is out of range for a value with 0 "
+                                                   r"positional axes \(shape \(\), named axes 'i'"):
+        nx.psum_scatter(scalar, "i")
+    with pytest.raises(errors.AxisSpecError, match="split_axis=0 is out of range"):
+        nx.all_to_all(scalar, "i", 0, 0)
+    with pytest.raises(errors.AxisSpecError, match="axis=0 is out of range"):
+        nx.all_gather(scalar, "i", tiled=True)
 
 
 # ---------------------------------------------------------------------------------------------------------
