@@ -84,7 +84,7 @@ def _named_shape(named_shape: NamedShapeLike, where: str) -> dict[str, int]:
         names = (named_shape,) if isinstance(named_shape, str) else tuple(named_shape)
         out = {check_name(n, where): env.size(n, where) for n in names}
     for n, s in out.items():
-        if env.is_bound(n) and env.size(n) != s:
+        if env.is_bound(n) and env.size(n, where) != s:
             raise AxisSizeError(f"{where}: The shape of axis {n} was specified as {s}, but it really is "
                                 f"{env.size(n)} (axis {n!r} is bound by an enclosing nx.xmap)")
     return out
@@ -160,11 +160,8 @@ def _sample_impl(static, k, *arrays):
     values = [next(it) if s is _ARRAY else s for _, s in slots]
     sampled, keyed, sizes = _plan(k, values, dict(named), where, names)
     laid = [_layout(v, sampled, keyed) for v in values]
-    if shape is None:
-        pshape = np.broadcast_shapes(*[v.shape if type(v) is NamedArray else np.shape(v) for v in values])
-    else:
-        pshape = shape
-    full = tuple(pshape) + tuple(sizes[n] for n in sampled)
+    pshape = _positional_shape(shape, names, values, where)
+    full = pshape + tuple(sizes[n] for n in sampled)
     kdata, _ = _key_parts(k)
 
     def draw(kd, *datas):
@@ -173,6 +170,23 @@ def _sample_impl(static, k, *arrays):
     flags = [keyed] + [fl for _, fl in laid]
     out = _vmap_names(draw, flags, keyed)(kdata, *[d for d, _ in laid])
     return from_storage(out, sampled + keyed, where)
+
+
+def _positional_shape(shape: tuple[int, ...] | None, names: Sequence[str], values: Sequence[Any],
+                      where: str) -> tuple[int, ...]:
+    """``shape``, to which every parameter's positional shape must broadcast (as in jax.random); without
+    ``shape``, the parameters' broadcast shape."""
+    pos = [tuple(v.shape) if type(v) is NamedArray else np.shape(v) for v in values]
+    try:
+        out = tuple(np.broadcast_shapes(*pos, *(() if shape is None else (shape,))))
+    except ValueError:
+        out = None
+    if out is None or (shape is not None and out != shape):
+        given = ", ".join(f"{n!r} {s}" for n, s in zip(names, pos) if s)
+        target = "together" if shape is None else f"to shape={shape}"
+        raise AxisSizeError(f"{where}: the positional shapes of the parameters ({given}) do not broadcast "
+                            f"{target} (named axes broadcast by name, and are not part of these shapes)")
+    return out
 
 
 class _ArraySlot:

@@ -163,6 +163,16 @@ def test_errors():
         nx.random.normal(KEY, named_shape={"i": 2.5})
     with pytest.raises(errors.AxisSpecError, match="named_shape"):
         nx.random.normal(KEY, {"i": 2})
+    # positional parameter shapes must broadcast to `shape`, as in jax.random (names are not part of them)
+    lo = nx.wrap(jnp.zeros((4, 2)), [None, "i"])
+    with pytest.raises(errors.AxisSizeError, match=r"\('minval' \(4,\)\) do not broadcast to shape=\(3,\)"):
+        nx.random.uniform(KEY, (3,), minval=lo)
+    with pytest.raises(errors.AxisSizeError, match=r"\('minval' \(4,\)\) do not broadcast to shape=\(3,\)"):
+        nx.random.uniform(KEY, (3,), minval=jnp.zeros(4), named_shape={"i": 2})
+    with pytest.raises(errors.AxisSizeError, match=r"\('a' \(2,\), 'b' \(3,\)\) do not broadcast together"):
+        nx.random.beta(KEY, jnp.ones(2), nx.wrap(jnp.ones((3, 2)), [None, "i"]))
+    u = nx.random.uniform(KEY, (3, 2), minval=jnp.array([0.0, 10.0]), named_shape={"i": 5})
+    assert bool(nx.all(u[:, 1] >= 10, axis=(0, "i"))) and bool(nx.all(u[:, 0] < 1, axis=(0, "i")))
 
 
 def test_plain_calls_are_jax_random_and_lifted_rest():

@@ -390,16 +390,18 @@ def test_resource_conflict_args_loop():
 @pytest.mark.parametrize("body", ["psum", "sum", "axis_index", "one_hot", "random"])
 def test_loop_axis_cannot_be_referenced_in_the_body(body):
     # testLoopCollectives
-    fn = {
-        "psum": lambda x: nx.psum(x, "i"),
-        "sum": lambda x: nx.sum(x, "i"),
-        "axis_index": lambda x: x + nx.axis_index("i"),
-        "one_hot": lambda x: x + nx.nn.one_hot(jnp.array(1), 8, axis="i"),
-        "random": lambda x: x + nx.random.normal(jax.random.key(0), named_shape={"i": 8}),
+    # the message starts with the operation that referred to the loop axis
+    where, fn = {
+        "psum": ("nx.psum", lambda x: nx.psum(x, "i")),
+        "sum": ("nx.sum", lambda x: nx.sum(x, "i")),
+        "axis_index": ("nx.axis_index", lambda x: x + nx.axis_index("i")),
+        "one_hot": ("nx.nn.one_hot", lambda x: x + nx.nn.one_hot(jnp.array(1), 8, axis="i")),
+        "random": ("nx.random.normal",
+                   lambda x: x + nx.random.normal(jax.random.key(0), named_shape={"i": 8})),
     }[body]
     with pytest.raises(
         errors.ResourceError,
-        match=r"named axes with loop resources assigned to them cannot be referenced inside the "
-        r"xmapped computation .* but 'i' violates that rule",
+        match=rf"^{re.escape(where)}: named axes with loop resources assigned to them cannot be referenced "
+        r"inside the xmapped computation .* but 'i' violates that rule",
     ):
         xm(fn, ["i"], [...], axis_resources={"i": nx.SerialLoop(2)})(np.ones(8))
