@@ -16,8 +16,8 @@ from __future__ import annotations
 import jax.numpy as jnp
 
 from . import engine
-from .array import NamedArray, _make
-from .errors import AxisSpecError, DuplicateAxisError, fmt_names, no_axis
+from .array import NamedArray, _make, as_storage
+from .errors import AxisSizeError, AxisSpecError, DuplicateAxisError, fmt_names, no_axis
 from .wrapping import tag, untag
 
 __all__ = ["concatenate", "concat", "stack", "take", "append"]
@@ -29,6 +29,10 @@ def _require_named(arrays, name, where):
             have = fmt_names(a.names) if isinstance(a, NamedArray) else "no names"
             raise AxisSpecError(f"{where}: joining along axis {name!r}, but argument {i} does not carry it "
                                 f"(it has {have})")
+        if a.shape != arrays[0].shape:  # checked here: jnp's message would count the moved axis
+            raise AxisSizeError(
+                f"{where}: joining along axis {name!r}, the positional shapes must agree, but argument 0 has "
+                f"shape {arrays[0].shape} and argument {i} has shape {a.shape}")
 
 
 def _concat_impl(static, *arrays):
@@ -110,12 +114,11 @@ def take(a, indices, axis: int | str | None = None, out=None, mode=None, unique_
     if isinstance(axis, str) and isinstance(a, NamedArray):
         if axis not in a.names:
             raise no_axis("nx.take", axis, a.names)
-        shape = getattr(indices, "shape", ())
-        if len(shape) > 1:
+        if not isinstance(indices, NamedArray):
+            indices = as_storage(indices)  # a nested list counts by its rank too
+        if len(indices.shape) > 1:
             raise AxisSpecError(f"nx.take along name {axis!r}: indices must be a scalar or 1-d (got shape "
-                                f"{tuple(shape)}); name their axes and pass a NamedArray to gather by name")
-        if not hasattr(indices, "shape"):
-            indices = jnp.asarray(indices)
+                                f"{indices.shape}); name their axes and pass a NamedArray to gather by name")
         return engine.run(_take_impl, (axis, mode, fill_value, "nx.take"), (a, indices))
     return engine.lift(jnp.take, (a, indices), dict(axis=axis, mode=mode, unique_indices=unique_indices,
                                                     indices_are_sorted=indices_are_sorted,

@@ -280,6 +280,20 @@ def test_take_along_a_name():
     np.testing.assert_array_equal(by_name.unwrap(["t", "j"]), ref[:, [2, 0]])
 
 
+def test_take_along_a_name_counts_the_rank_of_list_indices():
+    a = nx.wrap(np.arange(6.0).reshape(2, 3), ["t", "f"])
+    np.testing.assert_array_equal(nx.take(a, [2, 0], axis="f").unwrap(["t", "f"]),
+                                  np.arange(6.0).reshape(2, 3)[:, [2, 0]])
+    with pytest.raises(nx.errors.AxisSpecError, match=r"scalar or 1-d \(got shape \(1, 2\)\)"):
+        nx.take(a, [[2, 0]], axis="f")
+
+
+def test_joining_along_a_name_needs_equal_positional_shapes():
+    with pytest.raises(nx.errors.AxisSizeError, match=r"positional shapes must agree.*argument 0 has shape "
+                                                      r"\(3,\) and argument 1 has shape \(4,\)"):
+        nx.concatenate([nx.wrap(np.ones((2, 3)), ["t", ...]), nx.wrap(np.ones((2, 4)), ["t", ...])], axis="t")
+
+
 def test_stacking_positional_arrays_along_a_new_name():
     s = nx.stack([jnp.zeros(2), jnp.ones(2), np.full(2, 2.0)], axis="layer")
     assert s.shape == (2,) and s.named_shape == {"layer": 3}
