@@ -7,7 +7,10 @@ NamedArray valid; and two NamedArrays with the same positional shape, named shap
 pytree structure whatever order their axes were given in, so ``lax.cond`` branches, ``scan`` carries and
 ``tree_map`` over differently built arrays just work.
 
-A NamedArray flattens to exactly one leaf (``data``); its names are the pytree's static aux data.
+A NamedArray flattens to exactly one leaf (``data``); its names are the pytree's static aux data. A
+transform's ``in_axes``/``out_axes`` therefore count *storage* axes: map a positional axis, counted from
+the front (``0 <= axis < x.ndim``). A negative or larger axis reaches the named axes; when that leaves too
+few axes for the names it is an error, otherwise the names silently label other axes.
 
 >>> import namedarray as nx, jax.numpy as jnp
 >>> x = nx.wrap(jnp.zeros((4, 3, 5)), {0: "batch", 2: "k"})
@@ -91,15 +94,17 @@ class NamedArray:
         return math.prod(self.shape)
 
     @property
-    def dtype(self):
+    def dtype(self) -> np.dtype:
+        """The element type of the storage."""
         return self.data.dtype
 
     @property
     def weak_type(self) -> bool:
+        """Whether the storage is weakly typed (built from a Python scalar), as jax arrays say."""
         return bool(getattr(self.data, "weak_type", False))
 
     @property
-    def sharding(self):
+    def sharding(self) -> Any:
         """The sharding of the storage array (positional axes first, then named axes sorted by name)."""
         return self.data.sharding
 
@@ -164,16 +169,28 @@ class NamedArray:
         return np.asarray(self.data).tolist()
 
     def block_until_ready(self) -> NamedArray:
+        """Wait for the storage to be computed; returns ``self`` (like ``jax.Array.block_until_ready``)."""
         self.data.block_until_ready()
         return self
 
-    def unwrap(self, axes=None):
-        """The positional array with named axes placed by ``axes`` (see :func:`namedarray.unwrap`)."""
+    def unwrap(self, axes: Any = None) -> jax.Array:
+        """The positional array with named axes placed by ``axes`` (see :func:`namedarray.unwrap`).
+
+        >>> import namedarray as nx, jax.numpy as jnp
+        >>> nx.wrap(jnp.zeros((2, 3)), ["a", "b"]).unwrap({0: "b", 1: "a"}).shape
+        (3, 2)
+        """
         from .wrapping import unwrap
 
         return unwrap(self, axes)
 
-    def astype(self, dtype) -> NamedArray:
+    def astype(self, dtype: Any) -> NamedArray:
+        """The same named array with another element type (``nx.astype``).
+
+        >>> import namedarray as nx, jax.numpy as jnp
+        >>> nx.wrap(jnp.zeros(3), ["k"]).astype("int8").dtype
+        dtype('int8')
+        """
         from .mirror import FUNCTIONS
 
         return FUNCTIONS["astype"](self, dtype)
@@ -185,9 +202,6 @@ class NamedArray:
         return rename(self, {**(mapping or {}), **names})
 
     # ---- pytree ----------------------------------------------------------------------------------------
-
-    def tree_flatten(self):
-        return (self.data,), self.names
 
     @classmethod
     def tree_unflatten(cls, names, children):

@@ -256,3 +256,10 @@ def test_conversion_errors_say_which_conversion(convert, what):
     with pytest.raises(PositionalMisuseError, match=rf"^{re.escape(what)} of a NamedArray with named axes "
                                                     r"'batch': reduce them first \(e.g. x.sum\('batch'\)\)"):
         convert(nx.wrap(jnp.ones(3), ["batch"]))
+
+
+@pytest.mark.parametrize("value", [np.float32(2.0), np.arange(3), 2.0, [1, 2]], ids=repr)
+def test_host_values_are_stored_as_jax_arrays(value):
+    for x in (nx.NamedArray(value), nx.wrap(value)):
+        assert isinstance(x.data, jax.Array)
+        np.testing.assert_array_equal(x.unwrap(), np.asarray(value))
