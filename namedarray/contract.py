@@ -60,26 +60,24 @@ def _dot_labels(a, a_labels: Sequence[Hashable], b, b_labels: Sequence[Hashable]
     out_set = set(out_labels)
     a_labels, b_labels = list(a_labels), list(b_labels)
     a_set, b_set = set(a_labels), set(b_labels)
-    # pre-sums accumulate in the requested type, as the contraction itself does
-    acc = preferred_element_type
+    # As jnp.dot: the result has the requested type, else the promoted one. The pre-sums return it too
+    # (a bare jnp.sum would promote int8 and bool to int32, unlike the contraction).
+    out_type = preferred_element_type if preferred_element_type is not None else jax.dtypes.result_type(a, b)
     drop = tuple(i for i, l in enumerate(a_labels) if l not in out_set and l not in b_set)
     if drop:
-        a = jnp.sum(a, axis=drop, dtype=acc)
+        a = jnp.sum(a, axis=drop, dtype=out_type)
         a_labels = [l for i, l in enumerate(a_labels) if i not in drop]
         a_set = set(a_labels)
     drop = tuple(i for i, l in enumerate(b_labels) if l not in out_set and l not in a_set)
     if drop:
-        b = jnp.sum(b, axis=drop, dtype=acc)
+        b = jnp.sum(b, axis=drop, dtype=out_type)
         b_labels = [l for i, l in enumerate(b_labels) if i not in drop]
         b_set = set(b_labels)
     contract = [l for l in a_labels if l in b_set and l not in out_set]
     batch = [l for l in out_labels if l in a_set and l in b_set]
     dims = ((tuple(a_labels.index(l) for l in contract), tuple(b_labels.index(l) for l in contract)),
             (tuple(a_labels.index(l) for l in batch), tuple(b_labels.index(l) for l in batch)))
-    if preferred_element_type is None:
-        # as jnp.dot: accumulate and return in the promoted type
-        preferred_element_type = jax.dtypes.result_type(a, b)
-    out = lax.dot_general(a, b, dims, precision=precision, preferred_element_type=preferred_element_type)
+    out = lax.dot_general(a, b, dims, precision=precision, preferred_element_type=out_type)
     got = batch + [l for l in a_labels if l not in b_set] + [l for l in b_labels if l not in a_set]
     perm = tuple(got.index(l) for l in out_labels)
     if perm != tuple(range(len(perm))):

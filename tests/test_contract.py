@@ -351,6 +351,24 @@ def test_pdot_names_carried_by_one_operand_or_bound_only(rng):
         nx.pdot(xi, y, "i", pos_batch=3)
 
 
+def test_pdot_keeps_small_integer_types(rng):
+    # psum(dot_general(x, y)) over int8 stays int8, whether a name is contracted or summed in one operand
+    x = rng.integers(-3, 3, size=(3, 4)).astype(np.int8)
+    y = rng.integers(-3, 3, size=(4, 5)).astype(np.int8)
+    dims = (((), ()), ((), ()))
+    # (under vmap, every index of i holds the psum: take index 0)
+    ref_one = jax.vmap(lambda a: lax.psum(lax.dot_general(a, y[0], dims), "i"), in_axes=1,
+                       axis_name="i")(x)[0]
+    out = nx.pdot(nx.wrap(x, {1: "i"}), y[0], "i")
+    assert out.dtype == ref_one.dtype == jnp.int8
+    np.testing.assert_array_equal(np.asarray(out), np.asarray(ref_one))
+    ref_both = jax.vmap(lambda a, b: lax.psum(lax.dot_general(a, b, dims), "i"), in_axes=(1, 0),
+                        axis_name="i")(x, y)[0]
+    out = nx.pdot(nx.wrap(x, {1: "i"}), nx.wrap(y, {0: "i"}), "i")
+    assert out.dtype == ref_both.dtype == jnp.int8
+    np.testing.assert_array_equal(np.asarray(out), np.asarray(ref_both))
+
+
 def test_pdot_inside_xmap(rng):
     x, y = _rand(rng, (2, 5, 3)), _rand(rng, (3, 4))
     # 'r' is bound by the xmap (axis_sizes) and carried by neither operand: psum multiplies by its size
