@@ -38,6 +38,7 @@ import numpy as np
 
 from . import engine
 from .array import NamedArray
+from .errors import AxisSpecError
 from .wrapping import untag
 
 __all__ = ["build", "FUNCTIONS"]
@@ -295,11 +296,27 @@ def _value_dependent(fn: Callable, name: str) -> Callable:
     return f
 
 
+# the parameters through which jax.numpy functions take axis positions
+_AXIS_PARAMS = {"axis", "axes", "axis1", "axis2", "axisa", "axisb", "axisc", "source", "destination"}
+
+
 def _lifted(fn: Callable, name: str) -> Callable:
     where = f"nx.{name}"
+    try:
+        params = list(inspect.signature(fn).parameters)
+    except (TypeError, ValueError):  # a builtin without a signature takes no axis by keyword either
+        params = []
+    axis_params = [(i, p) for i, p in enumerate(params) if p in _AXIS_PARAMS]
 
     @functools.wraps(fn)
     def f(*args, **kwargs):
+        for i, p in axis_params:  # a lifted function only sees positional axes: say so, not int(name)
+            v = args[i] if i < len(args) else kwargs.get(p)
+            if _has_name(v):
+                raise AxisSpecError(
+                    f"{where} is lifted over named axes, so its {p} counts positional axes only; got {v!r}. "
+                    "The named axes are mapped over, not addressed: to act along one, give it a position "
+                    "first (nx.unwrap)")
         return engine.lift(fn, args, kwargs, where)
 
     return f

@@ -204,6 +204,18 @@ def test_lifted_functions_run_slice_by_slice(name, args, kwargs):
             np.testing.assert_allclose(o[{"n": i}].unwrap(), w, rtol=1e-6)
 
 
+@pytest.mark.parametrize("call", [
+    lambda v: nx.squeeze(v, axis="n"), lambda v: nx.expand_dims(v, "new"), lambda v: nx.moveaxis(v, "n", 0),
+    lambda v: v.transpose(("n", 0, 1)), lambda v: v.swapaxes(0, "n"), lambda v: nx.linalg.norm(v, axis="n"),
+    lambda v: np.average(v, axis=("n", 0)), lambda v: nx.fft.fft(v, axis="n"),
+], ids=["squeeze", "expand_dims", "moveaxis", "transpose", "swapaxes", "linalg.norm", "np.average", "fft"])
+def test_a_name_where_a_lifted_function_takes_positions(call):
+    v = nx.wrap(np.ones((3, 2, 2), np.float32), ["n", ...])
+    with pytest.raises(nx.errors.AxisSpecError, match=r"lifted over named axes, so its \w+ counts positional "
+                                                      r"axes only; got .*'(n|new)'"):
+        call(v)
+
+
 def test_operations_along_a_named_axis_with_positional_options():
     v = nx.wrap(np.arange(12, dtype=np.float32).reshape(4, 3), ["t", "f"])
     ref = np.arange(12, dtype=np.float32).reshape(4, 3)
