@@ -39,6 +39,7 @@ import numpy as np
 from . import engine
 from .array import NamedArray
 from .errors import AxisSpecError
+from .shape import join_sizes
 from .wrapping import untag
 
 __all__ = ["build", "FUNCTIONS"]
@@ -156,7 +157,10 @@ def _reduction(fn: Callable, name: str, multi: bool) -> Callable:
             raise TypeError(f"{where}: pass options by keyword (got extra positional arguments {args!r})")
         op = fn
         if _is_array(kwargs.get("where")):  # a mask broadcast by name, like any other operand
-            a, mask = engine.elementwise(_broadcast_pair, (a, kwargs.pop("where")), where)
+            mask = kwargs.pop("where")
+            if isinstance(mask, NamedArray):  # a size conflict names the keyword, not "argument 1"
+                join_sizes([engine.named_sizes(a), engine.named_sizes(mask)], where, ("argument 0", "where="))
+            a, mask = engine.elementwise(_broadcast_pair, (a, mask), where)
             op, extra = _Masked(fn), extra + (mask,)
         arrays = sorted(k for k, v in kwargs.items() if _is_array(v))
         if arrays:

@@ -55,6 +55,12 @@ def test_size_error_names_the_operation_and_both_arguments(x):
         nx.where(nx.wrap(jnp.ones(2) > 0, ["batch"]), 1.0, nx.wrap(jnp.ones(7), ["batch"]))
 
 
+def test_size_error_between_a_value_and_its_where_mask(x):
+    with pytest.raises(AxisSizeError, match=r"^nx.sum: axis 'k' has size 5 in argument 0 but size 4 in "
+                                            r"where="):
+        nx.sum(x, "batch", where=nx.wrap(np.ones(4, bool), ["k"]))
+
+
 def test_size_error_in_nmap_names_the_argument_and_pytree_path(x):
     y = nx.wrap(jnp.ones(4), ["k"])
     with pytest.raises(AxisSizeError, match=r"'k' has size 5 in argument 1 but size 4 in argument 2"):
