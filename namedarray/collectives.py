@@ -177,7 +177,15 @@ def _scalar_reduce(kind: str, x, items: tuple, where: str):
     return x * n if kind == "sum" else x
 
 
-_REDUCERS = {"sum": jnp.sum, "mean": jnp.mean, "max": jnp.max, "min": jnp.min}
+def _sum(x, axis, **kwargs):
+    """``jnp.sum`` with ``lax.psum``'s result type: integers keep theirs (``jnp.sum`` promotes int8 to
+    int32); booleans become int32, as in ``psum``."""
+    if jnp.issubdtype(x.dtype, jnp.integer):
+        kwargs.setdefault("dtype", x.dtype)
+    return jnp.sum(x, axis=axis, **kwargs)
+
+
+_REDUCERS = {"sum": _sum, "mean": jnp.mean, "max": jnp.max, "min": jnp.min}
 
 
 def _reduce(kind: str, x, axis_name, where: str):
@@ -392,7 +400,7 @@ def _psum_scatter_impl(static, x):
         raise AxisSizeError(f"{where}: reduce_scatter operand scatter dimension size {s} must match shard "
                             f"count {n} (the size of axis {fmt_names(names)}); pass tiled=True to split it "
                             f"into {n} chunks")
-    y = engine.reduce(jnp.sum, x, names, where)
+    y = engine.reduce(_sum, x, names, where)
     d, rest = y.data, y.names
     if tiled:
         d = d.reshape(d.shape[:a] + (n, s // n) + d.shape[a + 1:])

@@ -105,6 +105,25 @@ def test_gradient_equals_positional_gradient(case):
     np.testing.assert_allclose(g, g_ref, rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.parametrize("dtype", [jnp.int8, jnp.uint16, jnp.bool_, jnp.bfloat16])
+def test_psum_keeps_the_type_lax_psum_gives(dtype):
+    # psum over int8 stays int8 (jnp.sum would promote it), a bool psum counts in int32: as lax.psum
+    d = jnp.asarray(np.random.default_rng(104).integers(0, 2, size=(4, 8, 3))).astype(dtype)
+    x = nx.wrap(d, ["i", ...])
+    for axis_name in ("i", ("i", 0)):  # lax.psum reduces positional ints too
+        ref = jax.vmap(lambda v, a=axis_name: jax.lax.psum(v, a), axis_name="i")(d)[0]
+        out = nx.psum(x, axis_name)
+        assert out.dtype == ref.dtype
+        np.testing.assert_array_equal(np.asarray(out.data, np.float32), np.asarray(ref, np.float32))
+    if dtype == jnp.bool_:
+        return  # lax.psum_scatter rejects booleans
+    scattered = jax.vmap(lambda v: jax.lax.psum_scatter(v, "i", tiled=True), axis_name="i")(d)
+    out = nx.psum_scatter(x, "i", tiled=True)
+    assert out.dtype == scattered.dtype
+    np.testing.assert_array_equal(np.asarray(nx.unwrap(out, ["i", ...]), np.float32),
+                                  np.asarray(scattered, np.float32))
+
+
 def test_psum_transpose_is_broadcast():
     # d/dx sum_i x_i is 1 for every i: the cotangent of a psum over a carried name is broadcast back
     x = jnp.arange(4.0)
