@@ -111,11 +111,11 @@ def named_operands(draw, universe, pos_shape, dtype, *, nonzero=False, small=Fal
 
 @st.composite
 def positional_operands(draw, universe, pos_shape, dtype, *, nonzero=False, small=False):
-    """A plain jax array, NumPy array or Python scalar: a positional operand."""
-    kind = draw(st.sampled_from(["jax", "numpy", "scalar"]))
+    """A plain jax array, NumPy array, Python scalar or NumPy scalar: a positional operand."""
+    kind = draw(st.sampled_from(["jax", "numpy", "scalar", "numpy-scalar"]))
     rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
     k = len(universe)
-    if kind == "scalar":
+    if kind in ("scalar", "numpy-scalar"):
         dt = np.dtype(dtype)
         if dt == np.bool_:
             v = True
@@ -123,6 +123,8 @@ def positional_operands(draw, universe, pos_shape, dtype, *, nonzero=False, smal
             v = draw(st.sampled_from([0.5, 1.5, 2.0]))
         else:
             v = draw(st.sampled_from([1, 2, 3]))
+        if kind == "numpy-scalar":  # strongly typed, unlike a Python scalar
+            v = dt.type(v)
         return Operand(v, v)
     # NumPy broadcasting against the positional shape: a suffix of it, some axes 1, maybe a new leading axis
     start = draw(st.integers(0, len(pos_shape)))
