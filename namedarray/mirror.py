@@ -377,7 +377,12 @@ def _size(a, axis: int | tuple[int, ...] | None = None) -> int:
 
 
 def build() -> dict[str, Callable]:
-    """Every ``nx.<f>`` the mirror declares, by name."""
+    """Every ``nx.<f>`` the mirror declares, by name (``namedarray`` exports them).
+
+    >>> functions = build()
+    >>> functions["cumsum"].__name__, functions["float32"] is jnp.float32
+    ('cumsum', True)
+    """
     out: dict[str, Callable] = {}
     for name in dir(jnp):
         if name.startswith("_") or name in EXCLUDED:

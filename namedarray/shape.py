@@ -20,7 +20,12 @@ __all__ = ["NamedShape", "check_name", "canonical", "duplicates", "join_sizes"]
 
 
 class NamedShape(Mapping):
-    """An immutable, unordered mapping from axis name to size."""
+    """An immutable, unordered mapping from axis name to size; iterates in canonical (sorted) order.
+
+    >>> s = NamedShape({"k": 5, "batch": 4})
+    >>> s, list(s), s | {"h": 2}
+    ({'batch': 4, 'k': 5}, ['batch', 'k'], {'batch': 4, 'h': 2, 'k': 5})
+    """
 
     __slots__ = ("_items",)
 
@@ -64,7 +69,11 @@ class NamedShape(Mapping):
 
 
 def check_name(name: object, where: str) -> str:
-    """An axis name is a non-empty ``str``: ints mean positions, and a tuple would be ambiguous."""
+    """``name`` if it is an axis name: a non-empty ``str`` (ints mean positions; a tuple would be ambiguous).
+
+    >>> check_name("batch", "example")
+    'batch'
+    """
     if not isinstance(name, str) or not name:
         raise AxisSpecError(
             f"{where}: axis names must be non-empty strings, got {name!r} "
@@ -74,7 +83,11 @@ def check_name(name: object, where: str) -> str:
 
 
 def canonical(names: Iterable[str]) -> tuple[str, ...]:
-    """The storage order of a set of names."""
+    """The storage order of a set of names: sorted, so that equal named shapes store alike.
+
+    >>> canonical({"k": 5, "batch": 4})
+    ('batch', 'k')
+    """
     return tuple(sorted(names))
 
 
@@ -96,6 +109,9 @@ def join_sizes(shapes: Iterable[Mapping[str, int] | None], where: str = "broadca
     """Union of named shapes, raising :class:`AxisSizeError` on the first size conflict.
 
     ``labels`` name the operands in messages (default: ``argument 0``, ``argument 1``, ...).
+
+    >>> join_sizes([{"a": 2}, None, {"a": 2, "b": 3}])
+    {'a': 2, 'b': 3}
     """
     out: dict[str, int] = {}
     origin: dict[str, str] = {}

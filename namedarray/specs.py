@@ -43,17 +43,24 @@ class AxisSpec:
 
     @property
     def names(self) -> tuple[str, ...]:
+        """The names, by position."""
         return tuple(n for _, n in self.axes)
 
     def as_dict(self) -> dict[int, str]:
+        """position -> name."""
         return dict(self.axes)
 
     def min_rank(self) -> int:
+        """The smallest rank the positions fit in."""
         return max((p for p, _ in self.axes), default=-1) + 1
 
 
 def is_spec_leaf(spec: Any) -> bool:
-    """Whether ``spec`` is one axis spec (rather than a pytree of them), by xmap's rules."""
+    """Whether ``spec`` is one axis spec (rather than a pytree of them), by xmap's rules.
+
+    >>> is_spec_leaf(["batch", ...]), is_spec_leaf({0: "a"}), is_spec_leaf([["a", ...], {}])
+    (True, True, False)
+    """
     if isinstance(spec, Mapping):
         return all(isinstance(k, (int, np.integer)) for k in spec)
     if isinstance(spec, (list, tuple)):
@@ -62,7 +69,11 @@ def is_spec_leaf(spec: Any) -> bool:
 
 
 def parse(spec: Any, where: str, *, what: str = "axis specification") -> AxisSpec:
-    """Parse one spec, raising :class:`AxisSpecError` on malformed input."""
+    """Parse one spec, raising :class:`AxisSpecError` on malformed input (``where`` starts messages).
+
+    >>> parse(["a", None, "b", ...], "example")
+    AxisSpec(axes=((0, 'a'), (2, 'b')), rank=None)
+    """
     if spec is None or spec == ():
         return AxisSpec((), None if spec is None else 0)
     if isinstance(spec, Mapping):

@@ -13,6 +13,9 @@ over the other names, and names the axis again (``tag``), inside one engine kern
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any
+
 import jax.numpy as jnp
 
 from . import engine
@@ -42,7 +45,7 @@ def _concat_impl(static, *arrays):
     return tag(out, -1, name, where)
 
 
-def concatenate(arrays, axis: int | str | None = 0, dtype=None):
+def concatenate(arrays: Sequence[Any], axis: int | str | None = 0, dtype: Any = None) -> Any:
     """``jnp.concatenate`` where ``axis`` may be a name every operand carries; other names broadcast.
 
     >>> import namedarray as nx, jax.numpy as jnp
@@ -57,13 +60,23 @@ def concatenate(arrays, axis: int | str | None = 0, dtype=None):
     return engine.lift(jnp.concatenate, (arrays,), {"axis": axis, "dtype": dtype}, "nx.concatenate")
 
 
-def concat(arrays, /, *, axis: int | str | None = 0):
-    """Array-API spelling of :func:`concatenate`."""
+def concat(arrays: Sequence[Any], /, *, axis: int | str | None = 0) -> Any:
+    """Array-API spelling of :func:`concatenate`.
+
+    >>> import namedarray as nx, jax.numpy as jnp
+    >>> nx.concat([nx.wrap(jnp.zeros(2), ["t"]), nx.wrap(jnp.ones(3), ["t"])], axis="t").named_shape
+    {'t': 5}
+    """
     return concatenate(arrays, axis=axis)
 
 
-def append(arr, values, axis: int | str | None = None):
-    """``jnp.append``; with a named ``axis``, :func:`concatenate` of the two along that name."""
+def append(arr: Any, values: Any, axis: int | str | None = None) -> Any:
+    """``jnp.append``; with a named ``axis``, :func:`concatenate` of the two along that name.
+
+    >>> import namedarray as nx, jax.numpy as jnp
+    >>> nx.append(nx.wrap(jnp.zeros(2), ["t"]), nx.wrap(jnp.ones(1), ["t"]), axis="t").unwrap(["t"]).tolist()
+    [0.0, 0.0, 1.0]
+    """
     if isinstance(axis, str):
         return concatenate([arr, values], axis=axis)
     return engine.lift(jnp.append, (arr, values), {"axis": axis}, "nx.append")
@@ -77,7 +90,7 @@ def _stack_impl(static, *arrays):
     return tag(out, -1, name, where)
 
 
-def stack(arrays, axis: int | str = 0, out=None, dtype=None):
+def stack(arrays: Sequence[Any], axis: int | str = 0, out: None = None, dtype: Any = None) -> Any:
     """``jnp.stack``; a name for ``axis`` stacks along a new named axis.
 
     >>> import namedarray as nx, jax.numpy as jnp
@@ -102,8 +115,8 @@ def _take_impl(static, a, indices):
     return tag(out, -1, name, where) if rank == 1 else out
 
 
-def take(a, indices, axis: int | str | None = None, out=None, mode=None, unique_indices=False,
-         indices_are_sorted=False, fill_value=None):
+def take(a: Any, indices: Any, axis: int | str | None = None, out: None = None, mode: Any = None,
+         unique_indices: bool = False, indices_are_sorted: bool = False, fill_value: Any = None) -> Any:
     """``jnp.take``; along a named ``axis``, a 1-d index keeps the name (resized), a scalar drops it.
 
     >>> import namedarray as nx, jax.numpy as jnp
