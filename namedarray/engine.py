@@ -457,12 +457,16 @@ def _is_dynamic(v) -> bool:
 
 
 def _vectorize(f: Callable, named_flags: Sequence[tuple[str, ...] | None], names: tuple[str, ...]):
-    """``f`` on storages, vmapped over ``names`` (first name innermost, so outputs come out sorted)."""
+    """``f`` on storages, vmapped over ``names`` (sorted), the first name innermost.
+
+    The outermost map takes the last name, so each map finds its name as the last storage axis of the
+    operands that carry it (names are stored sorted) once the maps outside it have taken theirs, and each
+    stacks its results last: the outputs come out with their names sorted, as storage wants.
+    """
     fn = f
     for name in names:
         in_axes = tuple(-1 if (ns is not None and name in ns) else None for ns in named_flags)
         fn = jax.vmap(fn, in_axes=in_axes, out_axes=-1, axis_name=name)
-        # one level outward: the names at or after `name` are stripped by the outer maps
     return fn
 
 

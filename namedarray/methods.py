@@ -15,6 +15,7 @@ import jax
 import numpy as np
 
 from .array import NamedArray
+from .mirror import EXCLUDED
 
 __all__ = ["install"]
 
@@ -149,7 +150,7 @@ def _array_function(nx):
     def counterpart(func):
         """``nx.<f>`` for ``numpy.<f>``; ``numpy.linalg.<f>`` etc. lift ``jax.numpy.linalg.<f>``."""
         name, module = func.__name__, getattr(func, "__module__", None) or ""
-        if module == "numpy" and name not in _NX_MEANS_OTHER:
+        if module == "numpy" and name not in EXCLUDED:
             f = getattr(nx, name, None)
             return f if callable(f) and not isinstance(f, type) else None
         sub = jnp if module == "numpy" else getattr(jnp, module.removeprefix("numpy."), None)
@@ -168,5 +169,3 @@ def _array_function(nx):
 
 
 _NONE = object()
-# numpy functions whose name nx uses for something else: np.unwrap unwraps phases, nx.unwrap removes names
-_NX_MEANS_OTHER = {"unwrap"}

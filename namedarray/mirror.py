@@ -89,8 +89,9 @@ unsignedinteger character flexible
 SUBMODULES = ("linalg", "fft")
 DTYPE_QUERIES = "can_cast result_type iscomplexobj isrealobj".split()
 
-# jax.numpy names that nx uses for something else, or that are not functions of arrays
-EXCLUDED = {"unwrap"}  # nx.unwrap is the inverse of nx.wrap; phase unwrapping stays at jnp.unwrap
+# jax.numpy names that nx uses for something else: nx.unwrap is the inverse of nx.wrap (phase unwrapping
+# stays jnp.unwrap, and np.unwrap of a NamedArray lifts it)
+EXCLUDED = {"unwrap"}
 
 
 def _elementwise(fn: Callable, name: str, arity: int) -> Callable:
