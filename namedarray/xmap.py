@@ -163,12 +163,21 @@ def _jax_index() -> dict[int, tuple[str, str, Any]]:
     return index
 
 
+# where each jax module's functions have their named versions (a submodule of nx, "" for nx itself)
+_NAMED_HOMES = {"jax.numpy": "", "jax.nn": "nn", "jax.lax": "lax", "jax.numpy.linalg": "linalg",
+                "jax.numpy.fft": "fft"}
+
+
 def named_function(fun: Callable) -> Callable:
     """``fun`` itself, or, for a function of jax.numpy / jax.nn / jax.lax / jax.scipy, its named version.
 
-    ``jnp.f`` -> ``nx.f``, ``jax.nn.f`` -> ``nx.nn.f``, ``jax.lax.f`` -> ``nx.lax.f``, ``logsumexp`` ->
-    ``nx.nn.logsumexp``; any other function of those modules -> ``nx.nmap(f)``. A ``functools.partial`` of
-    one is mapped the same way.
+    ``jnp.f`` -> ``nx.f``, ``jax.nn.f`` -> ``nx.nn.f``, ``jax.lax.f`` -> ``nx.lax.f``, ``jnp.linalg.f`` ->
+    ``nx.linalg.f``, ``logsumexp`` -> ``nx.nn.logsumexp``; any other function of those modules ->
+    ``nx.nmap(f)``. A ``functools.partial`` of one is mapped the same way.
+
+    >>> import jax.numpy as jnp, namedarray as nx
+    >>> named_function(jnp.vdot) is nx.vdot
+    True
     """
     if isinstance(fun, functools.partial):
         inner = named_function(fun.func)
@@ -179,21 +188,13 @@ def named_function(fun: Callable) -> Callable:
     modname, name, _ = hit
     import namedarray as nx
 
-    candidates: list[tuple[Any, str]] = []
-    if modname == "jax.numpy":
-        candidates.append((nx, name))
-    elif modname in ("jax.nn", "jax.lax"):
-        candidates.append((getattr(nx, modname.split(".")[1], None), name))
-    elif modname == "jax.scipy.special" and name == "logsumexp":
-        candidates.append((getattr(nx, "nn", None), name))
-    sub = modname.split(".", 1)[1]
-    holder: Any = nx
-    for part in sub.split("."):
-        holder = getattr(holder, part, None) if holder is not None else None
-    candidates.append((holder, name))
-    for mod, attr in candidates:
-        f = getattr(mod, attr, None) if mod is not None else None
-        if callable(f) and f is not fun:
+    if modname == "jax.scipy.special" and name == "logsumexp":
+        return nx.nn.logsumexp
+    home = _NAMED_HOMES.get(modname)
+    if home is not None:
+        # nx.lax hands back jax.lax's own functions of pytrees (cond, scan, ...): they take NamedArrays as is
+        f = getattr(getattr(nx, home) if home else nx, name, None)
+        if callable(f):
             return f
     return nx.nmap(fun)
 
