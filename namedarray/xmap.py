@@ -50,6 +50,7 @@ from jax.tree_util import SequenceKey, keystr
 from . import env as _env
 from . import resources as _res
 from .array import NamedArray, _make, from_storage, is_named, transpose
+from .engine import align
 from .errors import (
     AxisNameShadowingError,
     AxisSizeError,
@@ -63,6 +64,7 @@ from .errors import (
 from .resources import SerialLoop, serial_loop
 from .shape import canonical, check_name
 from .specs import AxisSpec, is_spec_leaf, parse
+from .wrapping import wrap
 
 __all__ = ["xmap", "XMapped", "SerialLoop", "serial_loop"]
 
@@ -232,7 +234,6 @@ class _Config:
     def __init__(self, fun, in_axes, out_axes, axis_sizes, axis_resources, donate_argnums, backend):
         if not callable(fun):
             raise TypeError(f"{_WHERE}: fun must be callable, got {fun!r}")
-        self.user_fun = fun
         self.fun = named_function(fun)
         self.name = getattr(fun, "__name__", type(fun).__name__)
         self.orig_in_axes = in_axes
@@ -542,7 +543,7 @@ def _trace(cfg: _Config, plan: _res.Plan, *args):
 
         wrapped = []
         for leaf, path, v in matched:
-            x = _wrap(v, leaf.spec)
+            x = wrap(v, leaf.spec, where=_WHERE)
             label = _label(path, "argument")
             c = _res.conflict(x.names, resources)
             if c is not None:
@@ -571,12 +572,6 @@ def _trace(cfg: _Config, plan: _res.Plan, *args):
 
 def _as_array(v):
     return v if hasattr(v, "ndim") else jnp.asarray(v)
-
-
-def _wrap(v, spec: AxisSpec) -> NamedArray:
-    from .wrapping import wrap
-
-    return wrap(v, spec, where=_WHERE)
 
 
 def _fit_out_tree(out_axes: Any, out: Any) -> Any:
@@ -623,8 +618,6 @@ def _exit(ctx: _Ctx, value: Any, leaf: _Leaf, label: str):
                 f"{_WHERE}: {label} of the xmapped function {ctx.cfg.name} is broadcast along axis {bc!r} "
                 f"which is assigned to resources {_res._loop_label(r)!r}, but the output is already "
                 f"partitioned along {_res._loop_label(r)!r}, because its named shape contains {have!r}")
-        from .engine import align
-
         full = dict(zip(x.names, x.data.shape[p:]))
         for n in missing:
             full[n] = ctx.sizes[n]
