@@ -144,15 +144,20 @@ def _reduction(fn: Callable, name: str, multi: bool) -> Callable:
 
     @functools.wraps(fn)
     def f(a, *args, axis=None, keepdims=False, **kwargs):
-        if fast and not kwargs and len(args) <= 1 and type(a) is NamedArray:  # x.sum("b"): the hot path
+        if fast and not kwargs and type(a) is NamedArray and (  # x.sum("b"): the hot path
+                not args or (len(args) == 1 and axis is None)):
             return engine.reduce(fn, a, args[0] if args else axis, where, keepdims)
-        if not isinstance(a, NamedArray):
-            return fn(a, *args, axis=axis, keepdims=keepdims, **kwargs)
+        if not isinstance(a, NamedArray):  # jax.numpy's own signature binds the positional arguments
+            if axis is not None:
+                kwargs["axis"] = axis
+            return fn(a, *args, **kwargs, **({"keepdims": True} if keepdims else {}))
         if takes_q:
             extra, args = args[:1], args[1:]  # q: leading positional axes of the result
         else:
             extra = ()
-        if args and axis is None:
+        if args:
+            if axis is not None:
+                raise TypeError(f"{where}() got multiple values for argument 'axis'")
             axis, args = args[0], args[1:]
         if args:
             raise TypeError(f"{where}: pass options by keyword (got extra positional arguments {args!r})")

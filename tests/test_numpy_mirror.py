@@ -9,6 +9,7 @@ import pytest
 
 import namedarray as nx
 from namedarray.errors import PositionalMisuseError
+from namedarray.mirror import REDUCTIONS as REDUCTION_NAMES
 
 D = np.arange(1, 25, dtype=np.float32).reshape(2, 3, 4) / 4
 
@@ -329,6 +330,24 @@ def test_linalg_and_fft_namespaces_lift_over_names():
 
 # --------------------------------------------------------------------------------------------------------
 # Arguments as jax.numpy takes them
+
+
+@pytest.mark.parametrize("name", sorted(REDUCTION_NAMES))
+def test_reductions_of_plain_arrays_take_the_axis_by_position(name):
+    d = np.arange(1, 13, dtype=np.float32).reshape(3, 4) / 8
+    args = (0.25,) if "quantile" in name else (50.0,) if "percentile" in name else ()
+    for a in (d, jnp.asarray(d)):
+        np.testing.assert_allclose(getattr(nx, name)(a, *args, 1), getattr(jnp, name)(d, *args, 1), rtol=1e-6)
+        np.testing.assert_allclose(getattr(nx, name)(a, *args, -1, keepdims=True),
+                                   getattr(jnp, name)(d, *args, -1, keepdims=True), rtol=1e-6)
+
+
+def test_axis_given_twice_is_refused_as_python_would():
+    v = nx.wrap(D, {0: "a", 2: "b"})
+    for call in (lambda: v.sum("a", axis="b"), lambda: nx.max(v, 0, axis="a"),
+                 lambda: nx.quantile(v, 0.5, "a", axis="b")):
+        with pytest.raises(TypeError, match="multiple values for argument 'axis'"):
+            call()
 
 
 def test_per_axis_options_pair_with_axes_in_the_order_given():
