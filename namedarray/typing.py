@@ -43,6 +43,7 @@ from .xmap import LOOP_CHUNK_SUFFIX
 __all__ = ["ArrayType", "DType", "check", "Any", "Array", "bool_", "i8", "i16", "i32", "i64", "u8", "u16",
            "u32", "u64", "bf16", "f16", "f32", "f64", "c64", "c128"]
 
+
 def _dim_text(d: Any) -> str:
     if d is Ellipsis:
         return "..."
@@ -83,8 +84,9 @@ class ArrayType:
                 and self.named == other.named)
 
     def __hash__(self) -> int:
+        # the fields __eq__ compares: annotations equal under == hash alike
         named = None if self.named is None else tuple(sorted(self.named.items()))
-        return hash((self.dtype_name, self.shape, named))
+        return hash((self.dtype, self.shape, named))
 
     def matches(self, value: Any) -> bool:
         """Whether ``value`` fits (dimension variables are free: each is bound by its first use)."""
@@ -272,7 +274,7 @@ def _is_annotation(ann: Any) -> bool:
         return any(_is_annotation(a) for a in ann)
     if isinstance(ann, Mapping):
         return any(_is_annotation(a) for a in ann.values())
-    if isinstance(ann, (types.GenericAlias, type(tuple[int]))):
+    if isinstance(ann, types.GenericAlias):  # tuple[...], list[...]
         return any(_is_annotation(a) for a in _t.get_args(ann) if a is not Ellipsis)
     return False
 
@@ -281,7 +283,7 @@ def _verify_tree(ann: Any, value: Any, label: str, bindings, where: str) -> None
     if isinstance(ann, ArrayType):
         ann.verify(value, label, bindings, where)
         return
-    if isinstance(ann, (types.GenericAlias, type(tuple[int]))):
+    if isinstance(ann, types.GenericAlias):
         origin, args = _t.get_origin(ann), _t.get_args(ann)
         if origin in (tuple, list) and len(args) == 2 and args[1] is Ellipsis:
             if not isinstance(value, (tuple, list)):

@@ -37,6 +37,9 @@ def test_annotation_repr_and_parts():
     assert f32[{"b": 3}].shape == () and f32[{"b": 3}].named == {"b": 3}
     assert f32[5, 3].shape == (5, 3)
     assert f32[(), {}] == f32[()]
+    # equal annotations hash alike (a dtype spelled another way is the same annotation)
+    same = nx.typing.DType("float", np.float32)[(5,), {"batch": 20}]
+    assert same == t and hash(same) == hash(t) and len({same, t}) == 1
     with pytest.raises(TypeError, match="a dimension is an int"):
         f32[(1.5,)]
 
