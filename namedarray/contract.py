@@ -172,7 +172,7 @@ def _dot_impl(static, a, b):
 
 
 def dot(a: Any, b: Any, axis: str | Sequence[str] | None = None, *, precision: Any = None,
-        preferred_element_type: Any = None):
+        preferred_element_type: Any = None) -> NamedArray | jax.Array:
     """Dot product: contract the named axes ``axis``; without ``axis``, ``jnp.dot`` lifted over names.
 
     With ``axis`` (a name or a tuple of names), both operands must carry every name in it; the result is
@@ -280,7 +280,8 @@ def _normalize_axes(axes: Any, where: str):
                         "use nx.dot(a, b, axis=(...))")
 
 
-def tensordot(a: Any, b: Any, axes: Any = 2, *, precision: Any = None, preferred_element_type: Any = None):
+def tensordot(a: Any, b: Any, axes: Any = 2, *, precision: Any = None,
+              preferred_element_type: Any = None) -> NamedArray | jax.Array:
     """``jnp.tensordot`` where axes may be given by name.
 
     ``axes`` is an int N (the last N positional axes of ``a`` with the first N of ``b``), a pair
@@ -373,8 +374,9 @@ def _pdot_impl(static, x, y):
     return _make(out, out_names)
 
 
-def pdot(x: Any, y: Any, axis_name: str | Sequence[str], pos_contract=_NO_AXES, pos_batch=_NO_AXES,
-         precision: Any = None, *, preferred_element_type: Any = None):
+def pdot(x: Any, y: Any, axis_name: str | Sequence[str], pos_contract: Any = _NO_AXES,
+         pos_batch: Any = _NO_AXES, precision: Any = None, *,
+         preferred_element_type: Any = None) -> NamedArray | jax.Array:
     """xmap's ``lax.pdot``: ``psum(dot_general(x, y, (pos_contract, pos_batch)), axis_name)``.
 
     Positionally it is ``lax.dot_general`` with the given contracting and batch dimensions (by default none:
@@ -403,7 +405,8 @@ def pdot(x: Any, y: Any, axis_name: str | Sequence[str], pos_contract=_NO_AXES, 
 # Positional products, vectorised over names
 
 
-def matmul(a: Any, b: Any, *, precision: Any = None, preferred_element_type: Any = None):
+def matmul(a: Any, b: Any, *, precision: Any = None,
+           preferred_element_type: Any = None) -> NamedArray | jax.Array:
     """``jnp.matmul`` on the positional axes, vectorised over names (what ``a @ b`` calls).
 
     >>> import namedarray as nx, jax.numpy as jnp
@@ -415,7 +418,8 @@ def matmul(a: Any, b: Any, *, precision: Any = None, preferred_element_type: Any
                                              "preferred_element_type": preferred_element_type}, "nx.matmul")
 
 
-def vdot(a: Any, b: Any, *, precision: Any = None, preferred_element_type: Any = None):
+def vdot(a: Any, b: Any, *, precision: Any = None,
+         preferred_element_type: Any = None) -> NamedArray | jax.Array:
     """``jnp.vdot`` (conjugate ``a``, flatten the positional axes, dot), vectorised over names.
 
     >>> import namedarray as nx, jax.numpy as jnp
@@ -427,7 +431,8 @@ def vdot(a: Any, b: Any, *, precision: Any = None, preferred_element_type: Any =
                                            "preferred_element_type": preferred_element_type}, "nx.vdot")
 
 
-def inner(a: Any, b: Any, *, precision: Any = None, preferred_element_type: Any = None):
+def inner(a: Any, b: Any, *, precision: Any = None,
+          preferred_element_type: Any = None) -> NamedArray | jax.Array:
     """``jnp.inner`` (contract the last positional axes), vectorised over names.
 
     >>> import namedarray as nx, jax.numpy as jnp
@@ -438,7 +443,7 @@ def inner(a: Any, b: Any, *, precision: Any = None, preferred_element_type: Any 
                                             "preferred_element_type": preferred_element_type}, "nx.inner")
 
 
-def outer(a: Any, b: Any, out: None = None):
+def outer(a: Any, b: Any, out: None = None) -> NamedArray | jax.Array:
     """``jnp.outer`` (flattened positional outer product), vectorised over names.
 
     >>> import namedarray as nx, jax.numpy as jnp

@@ -44,6 +44,7 @@ from __future__ import annotations
 import functools
 from typing import Any, NamedTuple
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 import opt_einsum
@@ -351,7 +352,8 @@ def _einsum_impl(static, *operands):
     return _make(out, pl.out_names)
 
 
-def einsum(spec: str, *operands: Any, precision: Any = None, preferred_element_type: Any = None):
+def einsum(spec: str, *operands: Any, precision: Any = None,
+           preferred_element_type: Any = None) -> NamedArray | jax.Array:
     """Einstein summation where letters are positional axes and ``{names}`` are named axes.
 
     See the module documentation for the grammar. Letters follow :func:`numpy.einsum`; names in braces are

@@ -39,9 +39,8 @@ from . import env as _env
 from .array import NamedArray
 from .errors import DivisibilityError, MissingResourceError, ResourceConflictError, ResourceError
 
-__all__ = ["SerialLoop", "serial_loop", "in_scope_loops", "current_mesh", "parse_resources", "Plan",
-           "resolve",
-           "conflict", "check_created", "constrain", "constrain_named", "storage_spec"]
+# The user-facing part; the rest of the module serves nx.xmap (and the engine's check_created hook).
+__all__ = ["SerialLoop", "serial_loop", "in_scope_loops", "current_mesh"]
 
 
 class SerialLoop:
@@ -102,7 +101,7 @@ def in_scope_loops() -> dict[str, int]:
     return dict(_LOOPS.get())
 
 
-def current_mesh():
+def current_mesh() -> jax.sharding.Mesh | jax.sharding.AbstractMesh | None:
     """The mesh in context: ``jax.set_mesh``'s (concrete outside jit, abstract inside), else the legacy
     ``with Mesh(...)`` block's, else ``None``."""
     am = jax.sharding.get_abstract_mesh()
@@ -221,7 +220,7 @@ def resolve(parsed: Mapping[str, tuple], where: str) -> tuple[Plan, tuple]:
             if loop is not None and loop[0] != rname:
                 raise MissingResourceError(
                     f"{where}: only one loop per nx.xmap is supported, but axis_resources uses loops "
-                    f"{_loop_label(loop[0])!r} and {_loop_label(rname)!r}")
+                    f"{loop_label(loop[0])!r} and {loop_label(rname)!r}")
             loop = (rname, length)
             seen_loop = True
             looped.append(name)
@@ -244,12 +243,13 @@ def resolve(parsed: Mapping[str, tuple], where: str) -> tuple[Plan, tuple]:
     plan = Plan(mesh, explicit, axes, loop, tuple(looped))
     # anonymous loops get a fresh resource name per xmap (so nested ones never look alike); the cache key
     # only needs to know there is one, so equal constructions still share a compilation
-    stable = tuple(sorted((n, tuple(_loop_label(r) for r in res)) for n, res in axes.items()))
-    key = (mesh, explicit, stable, None if loop is None else (_loop_label(loop[0]), loop[1]), plan.looped)
+    stable = tuple(sorted((n, tuple(loop_label(r) for r in res)) for n, res in axes.items()))
+    key = (mesh, explicit, stable, None if loop is None else (loop_label(loop[0]), loop[1]), plan.looped)
     return plan, key
 
 
-def _loop_label(rname: str) -> str:
+def loop_label(rname: str) -> str:
+    """A loop resource's name as the user wrote it (anonymous loops carry a ``#id`` suffix inside)."""
     return rname.split("#")[0]
 
 
@@ -259,7 +259,7 @@ def check_divisible(plan: Plan, sizes: Mapping[str, int], where: str, origin: Ma
     for name, res in plan.axes.items():
         if name not in sizes:
             continue
-        factors = [(r, msizes[r]) if r in msizes else (_loop_label(r), plan.loop[1]) for r in res]
+        factors = [(r, msizes[r]) if r in msizes else (loop_label(r), plan.loop[1]) for r in res]
         total = math.prod(f for _, f in factors)
         if total and sizes[name] % total:
             names = tuple(r for r, _ in factors)
@@ -285,7 +285,7 @@ def conflict(names, resources: Mapping[str, tuple]) -> tuple[str, str, str] | No
 
 
 def conflict_message(a: str, b: str, r: str, what: str) -> str:
-    return (f"nx.xmap: axes {a!r} and {b!r} are both mapped to the resource {_loop_label(r)!r}, but they "
+    return (f"nx.xmap: axes {a!r} and {b!r} are both mapped to the resource {loop_label(r)!r}, but they "
             f"coincide in the named shape of {what}; a value cannot be split twice over one resource (map "
             "them to different resources, or reduce one of them first)")
 
@@ -340,7 +340,7 @@ def storage_spec(ndim: int, names: tuple[str, ...], mesh_axes_of) -> PartitionSp
     return PartitionSpec(*parts)
 
 
-def constrain(data, spec: PartitionSpec, mesh):
+def constrain(data: jax.Array, spec: PartitionSpec, mesh: Any) -> jax.Array:
     """``data`` constrained to ``spec`` on ``mesh`` (an Auto view of the mesh inside an xmap body)."""
     return jax.lax.with_sharding_constraint(data, NamedSharding(mesh, spec))
 

@@ -335,7 +335,7 @@ class XMapped:
             _CACHE.move_to_end(full)
         return fn
 
-    def __call__(self, *args, **kwargs):
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if kwargs:
             raise TypeError(f"{_WHERE}: xmapped functions accept positional arguments only, got keyword "
                             f"arguments {sorted(kwargs)}")
@@ -351,7 +351,7 @@ class XMapped:
             args = _place_args(self._cfg, plan, args)
         return self._compiled(plan, key, outer)(*args)
 
-    def lower(self, *args):
+    def lower(self, *args: Any) -> jax.stages.Lowered:
         """Lower for these arguments (arrays or ``jax.ShapeDtypeStruct``): ``.compile()``, ``.as_text()``."""
         self._check_backend()
         plan, key = _res.resolve(self._cfg.resources, _WHERE)
@@ -616,8 +616,8 @@ def _exit(ctx: _Ctx, value: Any, leaf: _Leaf, label: str):
             bc, have = (b, a) if b in missing else (a, b)
             raise ResourceConflictError(
                 f"{_WHERE}: {label} of the xmapped function {ctx.cfg.name} is broadcast along axis {bc!r} "
-                f"which is assigned to resources {_res._loop_label(r)!r}, but the output is already "
-                f"partitioned along {_res._loop_label(r)!r}, because its named shape contains {have!r}")
+                f"which is assigned to resources {_res.loop_label(r)!r}, but the output is already "
+                f"partitioned along {_res.loop_label(r)!r}, because its named shape contains {have!r}")
         full = dict(zip(x.names, x.data.shape[p:]))
         for n in missing:
             full[n] = ctx.sizes[n]
