@@ -17,9 +17,6 @@
 
 from __future__ import annotations
 
-import types
-from typing import Any
-
 import jax
 
 from .collectives import (
@@ -39,7 +36,7 @@ from .collectives import (
     pswapaxes,
 )
 from .contract import pdot
-from .nmap import nmap
+from .lifted import rest_of
 
 __all__ = ["psum", "pmean", "pmax", "pmin", "all_gather", "ppermute", "pshuffle", "psum_scatter",
            "all_to_all", "pswapaxes", "pbroadcast", "pcast", "axis_index", "axis_size", "pdot"]
@@ -51,23 +48,4 @@ cond switch scan fori_loop while_loop map associative_scan custom_root custom_li
 optimization_barrier platform_dependent
 """.split())
 
-_lifted: dict[str, Any] = {}
-
-
-def __getattr__(name: str) -> Any:
-    if name.startswith("_"):
-        raise AttributeError(name)
-    try:
-        obj = getattr(jax.lax, name)
-    except AttributeError:
-        raise AttributeError(f"module 'namedarray.lax' has no attribute {name!r} (nor has jax.lax)") from None
-    if name in PYTREE_FUNCTIONS or isinstance(obj, (type, types.ModuleType)) or not callable(obj):
-        return obj
-    f = _lifted.get(name)
-    if f is None:
-        f = _lifted[name] = nmap(obj)
-    return f
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | {n for n in dir(jax.lax) if not n.startswith("_")})
+__getattr__, __dir__ = rest_of(jax.lax, globals(), passthrough=PYTREE_FUNCTIONS)

@@ -27,7 +27,6 @@ import functools
 import inspect
 import math
 import operator
-import types
 from collections.abc import Callable
 from typing import Any
 
@@ -39,6 +38,7 @@ from . import engine
 from . import env as _env
 from .array import NamedArray, _make, from_storage
 from .errors import AxisSizeError, AxisSpecError, DuplicateAxisError
+from .lifted import rest_of
 from .shape import canonical
 from .wrapping import wrap
 
@@ -363,25 +363,4 @@ def one_hot(x: Any, num_classes: int, *, dtype: Any = None, axis: int | str = -1
 # --------------------------------------------------------------------------------------------------------
 # Everything else in jax.nn
 
-_lifted: dict[str, Any] = {}
-
-
-def __getattr__(name: str) -> Any:
-    if name.startswith("_"):
-        raise AttributeError(name)
-    try:
-        obj = getattr(jax.nn, name)
-    except AttributeError:
-        raise AttributeError(f"module 'namedarray.nn' has no attribute {name!r} (nor has jax.nn)") from None
-    if isinstance(obj, (type, types.ModuleType)) or not callable(obj):
-        return obj
-    f = _lifted.get(name)
-    if f is None:
-        from .nmap import nmap
-
-        f = _lifted[name] = nmap(obj)
-    return f
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | {n for n in dir(jax.nn) if not n.startswith("_")})
+__getattr__, __dir__ = rest_of(jax.nn, globals())

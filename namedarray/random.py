@@ -30,7 +30,6 @@ names its samples are the same along every name).
 
 from __future__ import annotations
 
-import types
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -42,6 +41,7 @@ from . import engine
 from . import env as _env
 from .array import NamedArray, from_storage
 from .errors import AxisSizeError, AxisSpecError, fmt_names
+from .lifted import rest_of
 from .nmap import nmap
 from .shape import check_name, join_sizes
 from .wrapping import untag, wrap
@@ -443,24 +443,4 @@ def permutation(key: Any, x: Any, axis: int | str = 0, independent: bool = False
 # --------------------------------------------------------------------------------------------------------
 # Everything else in jax.random
 
-_lifted: dict[str, Any] = {}
-
-
-def __getattr__(name: str) -> Any:
-    if name.startswith("_"):
-        raise AttributeError(name)
-    try:
-        obj = getattr(jax.random, name)
-    except AttributeError:
-        raise AttributeError(f"module 'namedarray.random' has no attribute {name!r} (neither has "
-                             "jax.random)") from None
-    if isinstance(obj, (type, types.ModuleType)) or not callable(obj):
-        return obj
-    f = _lifted.get(name)
-    if f is None:
-        f = _lifted[name] = nmap(obj)
-    return f
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | {n for n in dir(jax.random) if not n.startswith("_")})
+__getattr__, __dir__ = rest_of(jax.random, globals())
