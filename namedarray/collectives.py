@@ -19,7 +19,7 @@ Effect on named shapes (xmap's, except that ``psum_scatter`` keeps the name it s
 ``all_gather``              the names are removed; a positional axis is added (or grows when ``tiled``)
 ``pbroadcast``              the names are removed (the value at index ``source``, like a ``psum``)
 ``ppermute pshuffle``       unchanged
-``psum_scatter``            unchanged (the scattered positional axis is consumed)
+``psum_scatter``            unchanged (the scatter axis is consumed, or shrinks when ``tiled``)
 ``all_to_all``              unchanged (positional ``split_axis`` and ``concat_axis`` change size)
 ``axis_index(n)``           ``{n: size}``
 ==========================  ===========================================================================

@@ -336,7 +336,7 @@ def plan(spec: str, layouts: tuple[tuple[tuple[int, ...], tuple[str, ...] | None
 
 
 def _einsum_impl(static, *operands):
-    spec, precision, preferred_element_type = static
+    _, spec, precision, preferred_element_type = static
     datas = []
     layouts = []
     for v in operands:
@@ -376,4 +376,7 @@ def einsum(spec: str, *operands: Any, precision: Any = None,
         raise EinsumSpecError(f"nx.einsum takes the subscripts string first, got {type(spec).__name__} (the "
                               "interleaved operand/sublist form of numpy.einsum is not supported)")
     ops = tuple(_operand(v) for v in operands)
-    return _result(engine.run(_einsum_impl, (spec, precision, preferred_element_type), ops), ops)
+    # the static configuration starts with the op's name: errors raised on the result (a resource
+    # conflict inside nx.xmap) say which operation made it
+    static = ("nx.einsum", spec, precision, preferred_element_type)
+    return _result(engine.run(_einsum_impl, static, ops), ops)

@@ -332,6 +332,14 @@ def _conflict_cases():
             r"axes 'a' and 'b' are both mapped to the resource 'x', but they coincide in the named shape of "
             r"a value returned from nx.add created at .*test_xmap_errors.py",
         ),
+        "inner_einsum": (
+            lambda x, y: nx.einsum("{a},{b}->{a,b}", x, y),
+            (["a", ...], ["b", ...]),
+            ["a", "b", ...],
+            (np.ones(2), np.ones(2)),
+            r"axes 'a' and 'b' are both mapped to the resource 'x', but they coincide in the named shape of "
+            r"a value returned from nx.einsum created at .*test_xmap_errors.py",
+        ),
         "out": (
             lambda x, y: (x, y),
             (["a", ...], ["b", ...]),
@@ -343,7 +351,7 @@ def _conflict_cases():
     }
 
 
-@pytest.mark.parametrize("case", ["args", "inner", "out"])
+@pytest.mark.parametrize("case", ["args", "inner", "inner_einsum", "out"])
 def test_resource_conflicts(case):
     f, ia, oa, args, msg = _conflict_cases()[case]
     with jax.set_mesh(mesh((2,), ("x",))):
