@@ -97,13 +97,27 @@ def serial_loop(name: str, length: int) -> Iterator[None]:
 
 
 def in_scope_loops() -> dict[str, int]:
-    """The loops that ``with nx.serial_loop(...)`` blocks have brought into scope: name -> length."""
+    """The loops that ``with nx.serial_loop(...)`` blocks have brought into scope: name -> length.
+
+    >>> import namedarray as nx
+    >>> with nx.serial_loop("outer", 2), nx.serial_loop("inner", 4):
+    ...     in_scope_loops()
+    {'outer': 2, 'inner': 4}
+    """
     return dict(_LOOPS.get())
 
 
 def current_mesh() -> jax.sharding.Mesh | jax.sharding.AbstractMesh | None:
     """The mesh in context: ``jax.set_mesh``'s (concrete outside jit, abstract inside), else the legacy
-    ``with Mesh(...)`` block's, else ``None``."""
+    ``with Mesh(...)`` block's, else ``None``.
+
+    >>> import jax
+    >>> current_mesh() is None
+    True
+    >>> with jax.set_mesh(jax.make_mesh((1,), ("x",))):
+    ...     current_mesh().axis_names
+    ('x',)
+    """
     am = jax.sharding.get_abstract_mesh()
     if not am.empty:
         try:

@@ -57,6 +57,11 @@ class ArrayType:
 
     Build one by indexing a dtype (``f32[(5,), {"batch": 20}]``). ``isinstance(x, t)`` and ``t.matches(x)``
     test a value; :func:`check` verifies annotated functions.
+
+    >>> import jax.numpy as jnp, namedarray as nx
+    >>> t = f32[("n",), {"batch": 4}]
+    >>> t.matches(nx.wrap(jnp.zeros((4, 3)), ["batch", ...])), t.matches(jnp.zeros(3))
+    (True, False)
     """
 
     __slots__ = ("dtype", "dtype_name", "shape", "named")
@@ -188,7 +193,12 @@ def _check_dim(d: Any, where: str) -> Any:
 
 
 class DType:
-    """A dtype to index into an :class:`ArrayType`: ``f32[(5,), {"batch": 20}]``."""
+    """A dtype to index into an :class:`ArrayType`: ``f32[(5,), {"batch": 20}]``.
+
+    >>> import numpy as np
+    >>> DType("f32", np.float32)[(5,), {"batch": 20}] == f32[(5,), {"batch": 20}]
+    True
+    """
 
     __slots__ = ("name", "dtype")
 

@@ -84,9 +84,23 @@ def _is_leaf(s: Any) -> bool:
 
 
 def _spec_text(entry: Any) -> str:
+    """One spec leaf as xmap's messages print it: ``['i', ...]``."""
     if isinstance(entry, (list, tuple)):
         return "[" + ", ".join("..." if e is Ellipsis else repr(e) for e in entry) + "]"
     return repr(entry)
+
+
+def _tree_text(tree: Any) -> str:
+    """A spec tree as the user would write it (``...`` rather than ``Ellipsis``)."""
+    if tree is Ellipsis:
+        return "..."
+    if isinstance(tree, list):
+        return "[" + ", ".join(map(_tree_text, tree)) + "]"
+    if isinstance(tree, tuple):
+        return "(" + ", ".join(map(_tree_text, tree)) + ("," if len(tree) == 1 else "") + ")"
+    if isinstance(tree, Mapping):
+        return "{" + ", ".join(f"{k!r}: {_tree_text(v)}" for k, v in tree.items()) + "}"
+    return repr(tree)
 
 
 class _Leaf:
@@ -295,7 +309,12 @@ _CACHE_SIZE = 256
 
 
 class XMapped:
-    """The callable ``nx.xmap`` returns: ``f(*args)`` and ``f.lower(*args)``."""
+    """The callable ``nx.xmap`` returns: ``f(*args)`` and ``f.lower(*args)``.
+
+    >>> import jax.numpy as jnp, namedarray as nx
+    >>> nx.xmap(lambda x: x.sum("i"), in_axes=["i", ...], out_axes=[...])
+    nx.xmap(<lambda>, in_axes=['i', ...], out_axes=[...])
+    """
 
     def __init__(self, fun, in_axes, out_axes, *, axis_sizes=None, axis_resources=None, donate_argnums=(),
                  backend=None):
@@ -306,7 +325,8 @@ class XMapped:
 
     def __repr__(self) -> str:
         cfg = self._cfg
-        return f"nx.xmap({cfg.name}, in_axes={cfg.orig_in_axes!r}, out_axes={cfg.out_axes!r})"
+        return (f"nx.xmap({cfg.name}, in_axes={_tree_text(cfg.orig_in_axes)}, "
+                f"out_axes={_tree_text(cfg.out_axes)})")
 
     def _check_backend(self) -> None:
         backend = self._cfg.backend
@@ -352,7 +372,13 @@ class XMapped:
         return self._compiled(plan, key, outer)(*args)
 
     def lower(self, *args: Any) -> jax.stages.Lowered:
-        """Lower for these arguments (arrays or ``jax.ShapeDtypeStruct``): ``.compile()``, ``.as_text()``."""
+        """Lower for these arguments (arrays or ``jax.ShapeDtypeStruct``): ``.compile()``, ``.as_text()``.
+
+        >>> import jax, jax.numpy as jnp, namedarray as nx
+        >>> f = nx.xmap(lambda x: x * 2, in_axes=["i", ...], out_axes=["i", ...])
+        >>> f.lower(jax.ShapeDtypeStruct((4, 3), jnp.float32)).compile()(jnp.ones((4, 3))).shape
+        (4, 3)
+        """
         self._check_backend()
         plan, key = _res.resolve(self._cfg.resources, _WHERE)
         if plan.mesh is not None and not isinstance(plan.mesh, jax.sharding.AbstractMesh):
