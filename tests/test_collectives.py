@@ -4,6 +4,8 @@ References are NumPy (or JAX's own collectives under ``jax.vmap(axis_name=...)``
 global view a NamedArray holds) on positional arrays laid out the way ``nx.unwrap`` lays out the result.
 """
 
+import contextlib
+
 import hypothesis.strategies as st
 import jax
 import jax.numpy as jnp
@@ -72,15 +74,7 @@ def _run(case, d):
 
 
 def _bound(case):
-    return nx.env.bind(case[6]) if case[6] else _null()
-
-
-class _null:
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *a):
-        return False
+    return nx.env.bind(case[6]) if case[6] else contextlib.nullcontext()
 
 
 @pytest.mark.parametrize("case", CASES, ids=IDS)
