@@ -148,14 +148,15 @@ def _array_function(nx):
     cache: dict = {}
 
     def counterpart(func):
-        """``nx.<f>`` for ``numpy.<f>``; ``numpy.linalg.<f>`` etc. lift ``jax.numpy.linalg.<f>``."""
+        """``nx.<f>`` for ``numpy.<f>``, and ``nx.linalg.<f>`` / ``nx.fft.<f>`` for numpy's submodules."""
         name, module = func.__name__, getattr(func, "__module__", None) or ""
-        if module == "numpy" and name not in EXCLUDED:
-            f = getattr(nx, name, None)
-            return f if callable(f) and not isinstance(f, type) else None
-        sub = jnp if module == "numpy" else getattr(jnp, module.removeprefix("numpy."), None)
-        jfn = getattr(sub, name, None) if module.startswith("numpy") else None
-        return nmap(jfn) if callable(jfn) else None
+        if module == "numpy" and name in EXCLUDED:  # np.unwrap means jnp.unwrap (phases), lifted
+            return nmap(getattr(jnp, name))
+        namespace = nx if module == "numpy" else getattr(nx, module.removeprefix("numpy."), None)
+        if module not in ("numpy", "numpy.linalg", "numpy.fft") or namespace is None:
+            return None
+        f = getattr(namespace, name, None)
+        return f if callable(f) and not isinstance(f, type) else None
 
     def __array_function__(self, func, types, args, kwargs):
         f = cache.get(func)

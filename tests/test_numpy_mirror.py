@@ -90,6 +90,8 @@ def test_numpy_submodule_functions_vectorise_over_names():
                                rtol=1e-5)
     spec = np.fft.rfft(m)
     assert spec.shape == (3, 2) and spec.named_shape == {"batch": 2}
+    with pytest.raises(nx.errors.AxisSpecError, match="counts positional axes only; got 'batch'"):
+        np.linalg.norm(m, axis="batch")
 
 
 def test_np_unwrap_is_phase_unwrapping_not_nx_unwrap():
