@@ -218,6 +218,13 @@ class NamedArray:
 
         return text_repr(self)
 
+    def __format__(self, spec: str) -> str:
+        """``f"{x:.3f}"`` of a value without named axes formats its storage, as jax arrays do."""
+        if not spec:
+            return str(self)
+        self._check_no_names(f"format(x, {spec!r})")
+        return format(self.data, spec)
+
     def _repr_html_(self) -> str:
         from .render import html_repr
 

@@ -128,6 +128,7 @@ def test_python_scalar_conversions_need_no_names():
     assert np.asarray(nx.wrap(jnp.arange(3))).tolist() == [0, 1, 2]
     assert nx.wrap(jnp.arange(3)).tolist() == [0, 1, 2]
     assert [0, 1, 2][nx.wrap(jnp.int32(1))] == 1  # __index__
+    assert f"{s:.2f}" == "2.50" and f"{s}" == str(s)
 
 
 @pytest.mark.parametrize("convert", [float, int, bool, np.asarray, lambda v: v.tolist(), lambda v: v.item()])
