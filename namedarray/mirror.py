@@ -2,9 +2,9 @@
 
 Each function is *declared* here once, by what its axis arguments mean, and built by the dispatch engine:
 
-* ``ELEMENTWISE``: broadcast by name (``add``, ``exp``, ``where``, ...);
+* ``UNARY``, ``BINARY`` (and ``where``, ``clip``): elementwise, broadcast by name (``exp``, ``add``, ...);
 * ``REDUCTIONS``: ``axis=`` takes ints, names or a mixed tuple; ``axis=None`` reduces positional axes only;
-  a ``where=`` mask broadcasts by name like any operand;
+  a ``where=`` mask broadcasts by name like any operand (``trapezoid`` has its own declaration);
 * ``ALONG``: operations along one axis that keep it (``cumsum``, ``sort``, ``flip``, ...), by position or
   name;
 * ``VALUE_DEPENDENT``: output size depends on values, so they cannot vectorise over names;
