@@ -217,6 +217,7 @@ def _along(fn: Callable, name: str) -> Callable:
     # function with *args (gradient's spacings) keeps its positional arguments
     slots = [p.name for p in params if p.kind is p.POSITIONAL_OR_KEYWORD]
     varargs = any(p.kind is p.VAR_POSITIONAL for p in params)
+    default_axis = next((p.default for p in params if p.name == "axis"), None)
 
     @functools.wraps(fn)
     def f(a, *args, **kwargs):
@@ -229,8 +230,11 @@ def _along(fn: Callable, name: str) -> Callable:
                 raise TypeError(f"{where} got multiple values for {twice}")
             kwargs.update(given)
             args = ()
-        axis = kwargs.get("axis")
+        axis = kwargs.get("axis", default_axis)
         if not isinstance(a, NamedArray) or not _has_name(axis):
+            if isinstance(a, NamedArray) and axis is not None:
+                # jnp would count the axis in the positional part alone and not say why it is missing
+                engine.normalize_axis(axis, a, where)
             return engine.lift(fn, (a, *args), kwargs, where)
         kwargs.pop("axis")
         if any(_is_array(v) for v in kwargs.values()) or any(_is_array(v) for v in args):

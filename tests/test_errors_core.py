@@ -116,6 +116,20 @@ def test_a_masked_reduction_over_a_bound_name_the_value_lacks(x):
     np.testing.assert_allclose(m.unwrap(["batch", "k"]), np.max(d, 1, where=keep[None, None], initial=-1.0))
 
 
+@pytest.mark.parametrize("call", [lambda v: nx.sort(v, 1), lambda v: nx.cumsum(v, 1),
+                                  lambda v: nx.flip(v, (0, 1)), lambda v: nx.roll(v, 1, axis=-2),
+                                  lambda v: nx.diff(v, axis=-2)],
+                         ids=["sort", "cumsum", "flip", "roll", "diff"])
+def test_positional_axis_of_an_operation_along_an_axis_out_of_bounds(call):
+    v = nx.wrap(jnp.ones((3, 4)), ["k", ...])
+    with pytest.raises(AxisSpecError, match=r"positional axis -?\d is out of bounds for a value with 1 "
+                                            r"positional axes.*named axes are addressed by name"):
+        call(v)
+    w = nx.wrap(jnp.ones(3), ["k"])
+    with pytest.raises(AxisSpecError, match="0 positional axes"):
+        nx.sort(w)
+
+
 def test_bad_axis_arguments(x):
     with pytest.raises(AxisSpecError, match="positional axis 1 is out of bounds.*1 positional"):
         nx.sum(x, 1)
