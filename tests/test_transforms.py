@@ -66,10 +66,11 @@ def test_grad_with_respect_to_named_arrays(xw):
 
 def test_grad_through_broadcast_input_sums_over_the_broadcast(rng):
     # w has no "batch" axis: its gradient must sum the contributions of every batch element
-    x = nx.wrap(rng.normal(size=(5, 3)).astype(np.float32), ["batch", "k"])
+    xd = rng.normal(size=(5, 3)).astype(np.float32)
+    x = nx.wrap(xd, ["batch", "k"])
     w = nx.wrap(np.float32([1.0, 2.0, 3.0]), ["k"])
     g = jax.grad(lambda w: (x * w).sum(("batch", "k")).unwrap())(w)
-    np.testing.assert_allclose(g.unwrap(["k"]), x.sum("batch").unwrap(["k"]), rtol=1e-6)
+    np.testing.assert_allclose(g.unwrap(["k"]), xd.sum(0), rtol=1e-6)
 
 
 def test_value_and_grad_of_a_pytree_of_named_arrays(xw):
