@@ -48,19 +48,18 @@ def wrap(array: Any, axes: Any = None, *, where: str = "nx.wrap") -> NamedArray:
     {'batch': 20}
     """
     spec = axes if isinstance(axes, AxisSpec) else parse(axes, where)
-    x = array if isinstance(array, NamedArray) else as_storage(array)
-    if isinstance(x, NamedArray):
-        data, old = x.data, x.names
+    if isinstance(array, NamedArray):
+        data, old = array.data, array.names
     else:
-        data, old = x, ()
+        data, old = as_storage(array), ()
     p = data.ndim - len(old)
-    _check_rank(spec, p, where, "argument", getattr(x, "shape", data.shape))
+    _check_rank(spec, p, where, data.shape[:p])
     new = dict((n, pos) for pos, n in spec.axes)
     clash = sorted(set(new) & set(old))
     if clash:
         raise DuplicateAxisError(f"{where}: the array already has named axes {fmt_names(clash)}")
     if not new:
-        return x if isinstance(x, NamedArray) else _make(data, ())
+        return array if isinstance(array, NamedArray) else _make(data, ())
     names = canonical(list(old) + list(new))
     named_positions = set(new.values())
     positional = [i for i in range(p) if i not in named_positions]
@@ -68,14 +67,14 @@ def wrap(array: Any, axes: Any = None, *, where: str = "nx.wrap") -> NamedArray:
     return _make(transpose(data, perm), names)
 
 
-def _check_rank(spec: AxisSpec, rank: int, where: str, what: str, shape) -> None:
+def _check_rank(spec: AxisSpec, rank: int, where: str, shape: tuple[int, ...]) -> None:
     if spec.rank is not None and spec.rank != rank:
-        raise RankError(f"{where}: the {what} has shape {tuple(shape)} (rank {rank}), but its axis "
+        raise RankError(f"{where}: the argument has shape {tuple(shape)} (rank {rank}), but its axis "
                         f"specification {_spec_text(spec)} asserts that it should be of rank {spec.rank}")
     need = spec.min_rank()
     if need > rank:
-        raise RankError(f"{where}: the axis specification {_spec_text(spec)} implies that the {what} has at "
-                        f"least {need} positional dimensions, but it has shape {tuple(shape)}")
+        raise RankError(f"{where}: the axis specification {_spec_text(spec)} implies that the argument has "
+                        f"at least {need} positional dimensions, but it has shape {tuple(shape)}")
 
 
 def _spec_text(spec: AxisSpec) -> str:
