@@ -31,10 +31,11 @@ _COMPARE = {"lt": "less", "le": "less_equal", "gt": "greater", "ge": "greater_eq
             "eq": "equal", "ne": "not_equal"}
 _UNARY = {"neg": "negative", "pos": "positive", "abs": "abs", "invert": "invert"}
 
-_REDUCTIONS = "sum prod max min mean var std any all argmax argmin ptp".split()
-_ALONG = "cumsum cumprod sort argsort argpartition repeat".split()
-_LIFTED = "reshape transpose squeeze swapaxes ravel flatten diagonal trace conj conjugate round clip take " \
-          "nonzero searchsorted copy dot compress".split()
+# array methods: method name -> the nx function it calls with the array first (reshape and transpose,
+# which also take their arguments unpacked, are defined in install)
+_METHODS = {n: n for n in """sum prod max min mean var std any all argmax argmin ptp cumsum cumprod sort
+            argsort argpartition repeat squeeze swapaxes ravel diagonal trace conj conjugate round clip take
+            nonzero searchsorted copy dot compress""".split()} | {"flatten": "ravel"}
 
 
 def install(nx) -> None:
@@ -72,19 +73,16 @@ def install(nx) -> None:
         unary.__name__ = f"__{dunder}__"
         setattr(cls, f"__{dunder}__", unary)
 
-    def method(fname):
+    def method(name, fname):
         def m(self, *args, **kwargs):
             return getattr(nx, fname)(self, *args, **kwargs)
 
-        m.__name__ = fname
+        m.__name__ = name
         m.__doc__ = f"``nx.{fname}(self, ...)``: see :func:`namedarray.{fname}`."
         return m
 
-    for fname in _REDUCTIONS + _ALONG + _LIFTED:
-        if fname == "flatten":
-            cls.flatten = method("ravel")
-            continue
-        setattr(cls, fname, method(fname))
+    for name, fname in _METHODS.items():
+        setattr(cls, name, method(name, fname))
 
     def reshape(self, *shape, **kwargs):
         """Reshape the positional axes (named axes are untouched)."""
