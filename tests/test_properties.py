@@ -609,3 +609,18 @@ def test_masked_reductions_broadcast_the_mask_by_name(data):
     result = getattr(nx, fname)(x.value, axis=axis, where=mask.value, **kw)
     left = {n: universe[n] for n in names if n not in items}
     check_result(result, left, ref.shape[: ref.ndim - len(left)], ref)
+
+
+@settings(max_examples=40)
+@given(st.data())
+def test_roll_and_flip_over_a_mixed_tuple_of_axes(data):
+    universe = data.draw(universes(min_names=1))
+    pos = data.draw(_shapes())
+    x = data.draw(named_operands(universe, pos, np.int32, min_names=len(universe)))
+    names = sorted(universe)
+    p = len(pos)
+    axis = data.draw(axis_args(p, names, "multi").filter(lambda a: isinstance(a, tuple) and a))
+    shifts = tuple(data.draw(st.integers(-3, 3)) for _ in axis)
+    axes = tuple(p + names.index(a) if isinstance(a, str) else a % p for a in axis)
+    check_result(nx.roll(x.value, shifts, axis=axis), universe, pos, np.roll(x.ref, shifts, axis=axes))
+    check_result(nx.flip(x.value, axis=axis), universe, pos, np.flip(x.ref, axis=axes))
