@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 
@@ -32,6 +33,10 @@ def _is_bool_scalar(i) -> bool:
         getattr(i, "ndim", None) == 0 and np.dtype(i.dtype) == np.bool_)
 
 
+def _is_concrete_bool_scalar(i) -> bool:
+    return _is_bool_scalar(i) and not isinstance(i, jax.core.Tracer)
+
+
 def _consumed(i) -> int:
     """How many positional axes index ``i`` consumes (NumPy's rules: a boolean mask of rank r takes r)."""
     if i is None or i is Ellipsis:
@@ -41,8 +46,13 @@ def _consumed(i) -> int:
     return 0 if isinstance(i, bool) else 1
 
 
-def _storage_index(index: tuple, p: int, k: int) -> tuple:
-    """Extend a positional index with full slices over the ``k`` named (trailing) storage axes."""
+def _positional_take(d, index: tuple, p: int, k: int):
+    """``d[index]`` with ``index`` acting on the ``p`` positional axes only, by NumPy's rules.
+
+    The ``k`` named (trailing) storage axes get full slices after an ellipsis, which jax expands over the
+    positional axes the index leaves; as in NumPy, an ellipsis still separates the advanced indices on either
+    side of it when it expands to nothing.
+    """
     used = sum(_consumed(i) for i in index)
     if used > p:
         raise IndexError(f"too many indices for the positional axes: {used} indices for {p} positional axes "
@@ -50,14 +60,29 @@ def _storage_index(index: tuple, p: int, k: int) -> tuple:
     ellipses = [j for j, i in enumerate(index) if i is Ellipsis]
     if len(ellipses) > 1:
         raise IndexError("an index can only have a single ellipsis ('...')")
-    fill = (slice(None),) * (p - used)
-    if ellipses:
-        at = ellipses[0]
-        index = index[:at] + fill + index[at + 1:]
-    else:
-        index = index + fill
-    # np.bool_ scalars: jax's indexing accepts Python bools only
-    return tuple(bool(i) if isinstance(i, np.bool_) else i for i in index) + (slice(None),) * k
+    index = index + (() if ellipses else (Ellipsis,)) + (slice(None),) * k
+    if any(_is_concrete_bool_scalar(i) for i in index):
+        d, index = _bool_scalars_as_arrays(d, index)
+    return d[index]
+
+
+def _bool_scalars_as_arrays(d, index: tuple):
+    """NumPy's meaning of a boolean scalar index: a 0-d mask, an integer array over a new axis of length 1.
+
+    jax's own handling of boolean scalars disagrees with NumPy's next to ``None``, ints and other arrays (and
+    can move the trailing named axes), so each becomes that integer array (``[0]`` or ``[]``) over an axis
+    inserted where it stands.
+    """
+    at = next(j for j, i in enumerate(index) if i is Ellipsis)
+    new_axes, out = [], []
+    for j, i in enumerate(index):
+        if _is_concrete_bool_scalar(i):
+            side = index[:j] if j < at else index[j + 1:]  # counted from the front before the ellipsis
+            n = sum(_consumed(b) + _is_concrete_bool_scalar(b) for b in side)
+            new_axes.append(n if j < at else -1 - n)
+            i = np.zeros(int(bool(i)), np.int32)
+        out.append(i)
+    return jnp.expand_dims(d, new_axes), tuple(out)
 
 
 def getitem(x: NamedArray, index: Any) -> NamedArray:
@@ -81,7 +106,7 @@ def getitem(x: NamedArray, index: Any) -> NamedArray:
     p = engine.pos_ndim(x)
     if p < 0:
         engine.named_sizes(x)  # raises: a transform mapped one of the named axes
-    return _make(d[_storage_index(index, p, k)], x.names)
+    return _make(_positional_take(d, index, p, k), x.names)
 
 
 def _named_index(i):

@@ -319,3 +319,54 @@ def test_unwrap_places_names_at_result_positions(data):
     form = data.draw(st.sampled_from(["dict", "list"]))
     spec = out_spec if form == "dict" else [out_spec.get(r) for r in range(rank)]
     np.testing.assert_array_equal(nx.unwrap(x, spec), ref.transpose(perm))
+
+
+@st.composite
+def indices_for(draw, shape):
+    """A NumPy index for ``shape``: ints, slices, None, boolean scalars, integer arrays, one ellipsis."""
+    items, axis, ellipsis = [], 0, False
+    for _ in range(draw(st.integers(0, len(shape) + 2))):
+        kinds = ["none", "bool"] + (["int", "slice", "array"] if axis < len(shape) else []) + (
+            [] if ellipsis else ["..."])
+        kind = draw(st.sampled_from(kinds))
+        if kind == "int":
+            items.append(draw(st.integers(-shape[axis], shape[axis] - 1)))
+        elif kind == "array":  # all of one length, so that several broadcast together
+            items.append(np.array([draw(st.integers(-shape[axis], shape[axis] - 1)) for _ in range(2)]))
+        elif kind == "slice":
+            bound = st.none() | st.integers(-4, 4)
+            items.append(slice(draw(bound), draw(bound), draw(st.sampled_from([None, 1, 2, -1]))))
+        elif kind == "none":
+            items.append(None)
+        elif kind == "bool":
+            items.append(draw(st.booleans()))
+        else:
+            ellipsis = True
+            items.append(Ellipsis)
+            axis = len(shape) - sum(1 for i in items if isinstance(i, (int, slice, np.ndarray))
+                                    and not isinstance(i, bool))
+        axis += kind in ("int", "slice", "array")
+    return tuple(items)
+
+
+@settings(max_examples=80)
+@given(st.data())
+def test_positional_indices_match_numpy_slice_by_slice(data):
+    pos = tuple(data.draw(st.lists(st.integers(1, 3), max_size=3)))
+    names = data.draw(st.lists(st.sampled_from(["a", "bb", "k"]), unique=True, max_size=2))
+    sizes = {n: i + 2 for i, n in enumerate(names)}
+    ref = np.arange(int(np.prod([sizes[n] for n in names] + list(pos))), dtype=np.int32).reshape(
+        tuple(sizes[n] for n in names) + pos)  # names first (in `names` order), then positional
+    x = nx.wrap(ref, names + [...])
+    index = data.draw(indices_for(pos))
+    # the definition: NumPy's indexing of each positional slice (one per element of the named axes)
+    slices = ref.reshape((-1,) + pos)
+    try:
+        want = np.stack([s[index] for s in slices]).reshape(ref.shape[:len(names)] + slices[0][index].shape)
+    except IndexError:  # e.g. False (no element) next to an array of two: they do not broadcast
+        with pytest.raises((IndexError, ValueError)):
+            x[index]
+        return
+    out = x[index]
+    assert out.named_shape == sizes and out.shape == want.shape[len(names):]
+    np.testing.assert_array_equal(nx.unwrap(out, names + [...]), want)
