@@ -38,7 +38,7 @@ import numpy as np
 
 from . import engine
 from .array import NamedArray
-from .errors import AxisSpecError
+from .errors import AxisSpecError, PositionalMisuseError, fmt_names
 from .shape import join_sizes
 from .wrapping import untag
 
@@ -153,6 +153,11 @@ def _reduction(fn: Callable, name: str, multi: bool) -> Callable:
             return fn(a, *args, **kwargs, **({"keepdims": True} if keepdims else {}))
         if takes_q:
             extra, args = args[:1], args[1:]  # q: leading positional axes of the result
+            q = extra[0] if extra else kwargs.get("q")
+            if isinstance(q, NamedArray) and q.names:
+                raise PositionalMisuseError(
+                    f"{where}: q has named axes {fmt_names(q.names)}, but its axes become leading positional "
+                    f"axes of the result; to map over them: nx.nmap(lambda q: {where}(x, q, axis=...))(q)")
         else:
             extra = ()
         if args:

@@ -261,6 +261,19 @@ def test_conversion_error_says_how_to_get_out(x):
         np.asarray(x)
 
 
+def test_quantiles_at_named_points(x):
+    q = nx.wrap(jnp.array([0.25, 0.75]), ["q"])
+    with pytest.raises(PositionalMisuseError, match="nx.quantile: q has named axes 'q'.*nx.nmap"):
+        nx.quantile(x, q, axis="k")
+    # the way the message gives
+    d = np.arange(30.0).reshape(2, 3, 5)  # (batch, positional, k)
+    v = nx.wrap(d, {0: "batch", 2: "k"})
+    out = nx.nmap(lambda p: nx.quantile(v, p, axis="k"))(q)
+    assert out.named_shape == {"batch": 2, "q": 2} and out.shape == (3,)
+    np.testing.assert_allclose(out.unwrap(["q", None, "batch"]),
+                               np.quantile(d, [0.25, 0.75], axis=2).transpose(0, 2, 1))
+
+
 def test_array_valued_reduction_options_other_than_where(x):
     with pytest.raises(TypeError, match=r"nx.max: array-valued options \['initial'\]"):
         nx.max(x, "k", initial=jnp.zeros(()))
