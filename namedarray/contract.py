@@ -413,7 +413,15 @@ def matmul(a: Any, b: Any, *, precision: Any = None,
     >>> x = nx.wrap(jnp.ones((4, 2, 3)), ["batch", ...])
     >>> (x @ jnp.ones((3, 5))).shape, (x @ jnp.ones((3, 5))).named_shape
     ((2, 5), {'batch': 4})
+
+    Operands need a positional axis each, as in NumPy; to contract a named axis use :func:`dot`.
     """
+    for i, v in enumerate((a, b)):
+        if not np.shape(v) if type(v) is not NamedArray else not v.shape:
+            names = fmt_names(v.names) if type(v) is NamedArray and v.names else "no named axes either"
+            raise AxisSpecError(
+                f"nx.matmul: argument {i} has no positional axis to multiply over (named axes: {names}); "
+                f"matmul (@) works on positional axes: contract a name with nx.dot(a, b, axis=name)")
     return engine.lift(jnp.matmul, (a, b), {"precision": precision,
                                              "preferred_element_type": preferred_element_type}, "nx.matmul")
 

@@ -456,7 +456,7 @@ def _is_dynamic(v) -> bool:
     return type(v) is NamedArray or isinstance(v, (jax.Array, np.ndarray, np.generic))
 
 
-def _vectorize(f: Callable, named_flags: Sequence[tuple[str, ...] | None], names: tuple[str, ...]):
+def vectorize(f: Callable, named_flags: Sequence[tuple[str, ...] | None], names: tuple[str, ...]):
     """``f`` on storages, vmapped over ``names`` (sorted), the first name innermost.
 
     The outermost map takes the last name, so each map finds its name as the last storage axis of the
@@ -490,7 +490,7 @@ def _lift_impl(static, *dyn):
         args, kwargs = jax.tree.unflatten(treedef, leaves)
         return f(*args, **kwargs)
 
-    out = _vectorize(body, flags, names)(*[v.data if type(v) is NamedArray else v for v in dyn])
+    out = vectorize(body, flags, names)(*[v.data if type(v) is NamedArray else v for v in dyn])
     return jax.tree.map(lambda o: _out_leaf(o, names), out, is_leaf=is_named)
 
 

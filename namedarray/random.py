@@ -125,14 +125,6 @@ def _layout(v: Any, sampled: tuple[str, ...], keyed: tuple[str, ...]):
     return d, kv
 
 
-def _vmap_names(f, flags: Sequence[tuple[str, ...] | None], names: tuple[str, ...]):
-    """``f`` vmapped over ``names`` (each operand carries its names last, sorted; outputs likewise)."""
-    for name in names:
-        in_axes = tuple(-1 if (fl is not None and name in fl) else None for fl in flags)
-        f = jax.vmap(f, in_axes=in_axes, out_axes=-1)
-    return f
-
-
 def _key_parts(k: Any) -> tuple[Any, tuple[str, ...]]:
     if type(k) is NamedArray:
         return k.data, k.names
@@ -168,7 +160,7 @@ def _sample_impl(static, k, *arrays):
         return fn(kd, **dict(zip(names, datas)), shape=full, **dict(kwargs))
 
     flags = [keyed] + [fl for _, fl in laid]
-    out = _vmap_names(draw, flags, keyed)(kdata, *[d for d, _ in laid])
+    out = engine.vectorize(draw, flags, keyed)(kdata, *[d for d, _ in laid])
     return from_storage(out, sampled + keyed, where)
 
 
@@ -370,7 +362,7 @@ def _categorical_impl(static, k, logits):
     def draw(kd, ld):
         return jax.random.categorical(kd, ld, axis=a, shape=full, **dict(kwargs))
 
-    out = _vmap_names(draw, [keyed, fl], keyed)(kdata, d)
+    out = engine.vectorize(draw, [keyed, fl], keyed)(kdata, d)
     return from_storage(out, sampled + keyed, where)
 
 
@@ -413,7 +405,7 @@ def _permutation_impl(static, k, x):
     def draw(kd, xd):
         return jax.random.permutation(kd, xd, axis=a, independent=independent)
 
-    out = _vmap_names(draw, [keyed, fl], keyed)(kdata, d)
+    out = engine.vectorize(draw, [keyed, fl], keyed)(kdata, d)
     return from_storage(out, sampled + keyed, where)
 
 

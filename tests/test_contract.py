@@ -483,3 +483,13 @@ def test_eager_named_dot_is_one_cached_kernel():
     for _ in range(5):
         nx.dot(a, b, axis="k").block_until_ready()
     assert len(_COMPILES) == 1 and engine.stats.kernels_built == 1 and engine.stats.eager_calls == 6
+
+
+def test_matmul_without_positional_axes_names_the_operand():
+    x = nx.wrap(jnp.ones((3, 4)), ["a", "k"])
+    with pytest.raises(nx.errors.AxisSpecError, match=r"argument 0 .*no positional axis.*'a', 'k'.*nx.dot"):
+        x @ jnp.ones((4,))
+    with pytest.raises(nx.errors.AxisSpecError, match="argument 1"):
+        jnp.ones((4,)) @ x
+    rows = nx.wrap(jnp.ones((2, 4)), ["a", ...])
+    np.testing.assert_allclose((rows @ jnp.ones(4)).unwrap(["a"]), [4.0, 4.0])

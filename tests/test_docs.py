@@ -25,7 +25,7 @@ def test_every_module_has_examples():
     without = []
     for name in MODULES:
         mod = importlib.import_module(f"namedarray.{name}")
-        if not doctest.DocTestFinder().find(mod) or not any(t.examples for t in doctest.DocTestFinder().find(mod)):
+        if not any(t.examples for t in doctest.DocTestFinder().find(mod)):
             without.append(name)
     assert not without, f"modules without a docstring example: {without}"
 
