@@ -67,15 +67,17 @@ def install(nx) -> None:
         op.__name__ = f"__{dunder}__"
         setattr(cls, f"__{dunder}__", op)
     for dunder, fname in _UNARY.items():
-        def unary(self, _f=fname):
-            return getattr(nx, _f)(self)
+        def unary(self, _f=getattr(nx, fname)):
+            return _f(self)
 
         unary.__name__ = f"__{dunder}__"
         setattr(cls, f"__{dunder}__", unary)
 
     def method(name, fname):
+        f = getattr(nx, fname)  # bound once, as the operators are
+
         def m(self, *args, **kwargs):
-            return getattr(nx, fname)(self, *args, **kwargs)
+            return f(self, *args, **kwargs)
 
         m.__name__ = name
         m.__doc__ = f"``nx.{fname}(self, ...)``: see :func:`namedarray.{fname}`."
