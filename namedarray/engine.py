@@ -45,6 +45,10 @@ from .shape import canonical, join_sizes
 __all__ = ["run", "elementwise", "reduce", "along", "lift", "normalize_axis", "stats"]
 
 _Tracer = jax.core.Tracer
+try:  # the concrete array type: `type(d) is _ArrayImpl` rules out a tracer far faster than isinstance
+    from jax._src.array import ArrayImpl as _ArrayImpl
+except ImportError:  # pragma: no cover - a jax without it only loses the shortcut
+    _ArrayImpl = _Tracer
 
 # Eager kernels: static configuration -> jitted implementation. Bounded by the number of distinct
 # (operation, static arguments) pairs a program uses; jax.jit keeps its own per-layout cache inside.
@@ -124,12 +128,12 @@ def run(impl: Callable, static: Any, operands: tuple) -> Any:
     for v in operands:
         if type(v) is NamedArray:
             d = v.data
-            if isinstance(d, _Tracer):
+            if type(d) is not _ArrayImpl and isinstance(d, _Tracer):
                 return _run_traced(impl, static, operands)
             datas.append(d)
-            layout.append((v.names, d.ndim))
+            layout.append((v.names, len(d.shape)))
         else:
-            if isinstance(v, _Tracer):
+            if type(v) is not _ArrayImpl and isinstance(v, _Tracer):
                 return _run_traced(impl, static, operands)
             datas.append(v)
             layout.append((None, getattr(v, "ndim", -1)) if v is not None else None)
