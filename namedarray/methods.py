@@ -66,10 +66,14 @@ def install(nx) -> None:
         op, _ = binary(fname)
         op.__name__ = f"__{dunder}__"
         setattr(cls, f"__{dunder}__", op)
-    for dunder, fname in _UNARY.items():
-        def unary(self, _f=getattr(nx, fname)):
-            return _f(self)
+    def unary_op(f):
+        def unary(self):
+            return f(self)
 
+        return unary
+
+    for dunder, fname in _UNARY.items():
+        unary = unary_op(getattr(nx, fname))  # bound once
         unary.__name__ = f"__{dunder}__"
         setattr(cls, f"__{dunder}__", unary)
 
