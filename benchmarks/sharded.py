@@ -8,6 +8,9 @@ Also: the peak temporary memory of a serial loop against no loop.
 
 from __future__ import annotations
 
+import os
+import sys
+
 import jax
 
 jax.config.update("jax_num_cpu_devices", 8)
@@ -21,32 +24,12 @@ from jax.sharding import PartitionSpec as P  # noqa: E402
 
 import namedarray as nx  # noqa: E402
 
+# The model is the tutorial's (examples/tutorial.py): the named loss, its in_axes, and the positional twin.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "examples"))
+from tutorial import IN_AXES, named_loss  # noqa: E402
+from tutorial import loss as positional_loss  # noqa: E402
+
 BATCH, INPUTS, HIDDEN, CLASSES = 256, 784, 512, 16
-
-
-def named_predict(w1, w2, images):
-    hidden = nx.nn.relu(nx.pdot(images, w1, "inputs"))
-    logits = nx.pdot(hidden, w2, "hidden")
-    return logits - nx.nn.logsumexp(logits, "classes")
-
-
-def named_loss(w1, w2, images, labels):
-    predictions = named_predict(w1, w2, images)
-    num_classes = nx.psum(1, "classes")
-    targets = nx.nn.one_hot(labels, num_classes, axis="classes")
-    losses = nx.psum(targets * predictions, "classes")
-    return -nx.pmean(losses, "batch")
-
-
-IN_AXES = [["inputs", "hidden", ...], ["hidden", "classes", ...], ["batch", "inputs", ...], ["batch", ...]]
-
-
-def positional_loss(w1, w2, images, labels):
-    hidden = jax.nn.relu(images @ w1)
-    logits = hidden @ w2
-    preds = logits - jax.scipy.special.logsumexp(logits, axis=1, keepdims=True)
-    targets = jax.nn.one_hot(labels, CLASSES)
-    return -jnp.mean(jnp.sum(targets * preds, axis=1))
 
 
 STRATEGIES = {
