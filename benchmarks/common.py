@@ -41,16 +41,6 @@ def compare(cases: dict[str, Callable[[], object]], *, reps: int = 500, warmup: 
     return {k: statistics.median(v) * 1e6 for k, v in times.items()}
 
 
-def best_of(f: Callable[[], object], n: int = 20) -> float:
-    """Best-of-n seconds (for one-off costs such as tracing)."""
-    best = float("inf")
-    for _ in range(n):
-        t0 = time.perf_counter()
-        f()
-        best = min(best, time.perf_counter() - t0)
-    return best
-
-
 def hlo_ops(compiled_text: str) -> collections.Counter:
     """Opcode counts of the work instructions in an optimised HLO module (fusions count once)."""
     counts: collections.Counter = collections.Counter()

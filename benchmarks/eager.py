@@ -85,7 +85,7 @@ def _mlp_row(n: int, m: int, reps: int) -> list[str]:
 def main(quick: bool = False) -> str:
     rows = []
     for n, m in SIZES:
-        reps = (300 if quick else 2000) if n == 32 else (30 if quick else 200)
+        reps = (300 if quick else 2000) if n == 32 else (30 if quick else 400)
         rows += rows_for(n, m, reps)
     return ("## Eager ops (median us per call, sync CPU dispatch, 1 device)\n\n"
             + table(["op", "size", "nx us", "jnp us", "nx / jnp"], rows))

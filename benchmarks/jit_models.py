@@ -1,8 +1,9 @@
 """Jit rows: a 2-layer MLP and a transformer block written with nx vs with jnp.
 
-For each model: trace time (best of n ``make_jaxpr``), the optimised HLO's work instructions (equal counts
-mean names cost nothing once compiled), the steady-state call time of the jitted function (NamedArray
-pytrees in and out vs plain arrays), and the per-call pytree flatten cost.
+For each model: trace time (median ``make_jaxpr`` of a fresh function, in rotation with the twin), the
+optimised HLO's work instructions (equal counts mean names cost nothing once compiled), the steady-state
+call time of the jitted function (NamedArray pytrees in and out vs plain arrays), and the per-call pytree
+flatten cost.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ jax.config.update("jax_cpu_enable_async_dispatch", False)
 
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
-from common import best_of, compare, hlo_ops, table  # noqa: E402
+from common import compare, hlo_ops, table  # noqa: E402
 
 import namedarray as nx  # noqa: E402
 
@@ -118,10 +119,11 @@ def _compiled_ops(f, args):
 
 def model_rows(name, models, quick):
     (f_nx, a_nx), (f_jnp, a_jnp) = models
-    n = 5 if quick else 20
+    n = 10 if quick else 60
     # a fresh function object per trace: jax caches traces by function identity
-    t_nx = best_of(lambda: jax.make_jaxpr(lambda *a: f_nx(*a))(*a_nx), n)
-    t_jnp = best_of(lambda: jax.make_jaxpr(lambda *a: f_jnp(*a))(*a_jnp), n)
+    traces = compare({"nx": lambda: jax.make_jaxpr(lambda *a: f_nx(*a))(*a_nx),
+                      "jnp": lambda: jax.make_jaxpr(lambda *a: f_jnp(*a))(*a_jnp)}, reps=n, warmup=3)
+    t_nx, t_jnp = traces["nx"] / 1e6, traces["jnp"] / 1e6
     ops_nx, ops_jnp = _compiled_ops(f_nx, a_nx), _compiled_ops(f_jnp, a_jnp)
     diff = {k: (ops_nx.get(k, 0), ops_jnp.get(k, 0)) for k in set(ops_nx) | set(ops_jnp)
             if ops_nx.get(k, 0) != ops_jnp.get(k, 0)}
