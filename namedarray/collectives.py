@@ -53,7 +53,7 @@ from . import engine
 from . import env as _env
 from .array import NamedArray, _make, from_storage, is_named
 from .errors import AxisSizeError, AxisSpecError, DuplicateAxisError, fmt_names
-from .shape import canonical
+from .shape import canonical, duplicates
 from .wrapping import wrap
 
 __all__ = ["psum", "pmean", "pmax", "pmin", "all_gather", "ppermute", "pshuffle", "psum_scatter",
@@ -86,8 +86,8 @@ def _names(axis_name: Any, where: str) -> tuple[str, ...]:
         if not isinstance(n, str) or not n:
             raise AxisSpecError(f"{where}: axis_name must be an axis name or a tuple of names, got {n!r} "
                                 "(this collective does not act on positional axes)")
-    if len(set(names)) != len(names):
-        dup = sorted({n for n in names if names.count(n) > 1})
+    dup = duplicates(names)
+    if dup:
         raise DuplicateAxisError(f"{where}: axis {fmt_names(dup)} appears twice in axis_name {names!r}")
     return names
 

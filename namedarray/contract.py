@@ -40,6 +40,7 @@ from . import engine
 from . import env as _env
 from .array import NamedArray, _make
 from .errors import AxisSizeError, AxisSpecError, DuplicateAxisError, fmt_names
+from .shape import duplicates
 from .wrapping import wrap
 
 __all__ = ["dot", "vdot", "matmul", "tensordot", "inner", "outer", "pdot"]
@@ -99,8 +100,8 @@ def _name_tuple(axis: Any, where: str) -> tuple[str, ...]:
         if not isinstance(n, str):
             raise AxisSpecError(f"{where}: axis must be a name or a tuple of names, got {axis!r} (contract "
                                 "positional axes with nx.tensordot, or leave axis out for jnp.dot semantics)")
-    if len(set(names)) != len(names):
-        dup = sorted({n for n in names if names.count(n) > 1})
+    dup = duplicates(names)
+    if dup:
         raise DuplicateAxisError(f"{where}: axis {fmt_names(dup)} listed twice in {names!r}")
     return names
 
