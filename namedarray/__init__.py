@@ -15,6 +15,7 @@ import sys as _sys
 
 from . import env, errors
 from .array import NamedArray
+from .kernels import clear_caches
 from .mirror import FUNCTIONS as _FUNCTIONS
 from .nmap import nmap
 from .shape import NamedShape

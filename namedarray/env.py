@@ -5,8 +5,12 @@ This is the one place that knows axis sizes bound from outside a value (``nx.xma
 shadowing), the resources (mesh axes, loops) names map to, and the logical-name rules of ``nx.axis_rules``.
 Operations ask it; nothing else keeps such state.
 
-The environment is a :class:`contextvars.ContextVar` holding an immutable :class:`AxisEnv`, so it follows
-tracing (which runs in the caller's thread) and nests by simple replacement.
+The environment is an immutable :class:`AxisEnv` held in a JAX *user context*
+(:func:`jax.make_user_context`): JAX includes its value in every trace and compile cache key (``jax.jit``,
+``lax.scan``/``cond`` bodies, ``jax.checkpoint``), so a function traced under one environment is never
+reused under another: a jitted function that reads the size of a bound name retraces when that size
+changes. The value is per thread (it follows tracing, which runs in the caller's thread) and nests by simple
+replacement.
 
 >>> import namedarray as nx
 >>> nx.env.current().sizes
@@ -19,11 +23,12 @@ tracing (which runs in the caller's thread) and nests by simple replacement.
 from __future__ import annotations
 
 import contextlib
-import contextvars
 import dataclasses
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
+
+import jax
 
 from .errors import AxisNameShadowingError, ResourceError, UnboundAxisError, fmt_names
 
@@ -32,6 +37,13 @@ __all__ = ["AxisEnv", "current", "bind", "axis_rules", "EMPTY"]
 
 def _frozen(d: Mapping | None) -> tuple:
     return tuple(sorted((d or {}).items()))
+
+
+def _rule(value: Any) -> Any:
+    """A rule's mesh axes in a hashable form: a list or tuple of mesh axes becomes a tuple."""
+    if isinstance(value, (list, tuple)):
+        return tuple(value)
+    return value
 
 
 @dataclass(frozen=True)
@@ -53,9 +65,14 @@ class AxisEnv:
     loops: Mapping[str, int] = field(default_factory=dict)
     rules: Mapping[str, Any] | None = None
 
+    def __post_init__(self):
+        # JAX hashes the environment on every jitted call made inside it (it is part of the cache key)
+        object.__setattr__(self, "_hash", hash((
+            _frozen(self.sizes), self.local, _frozen(self.resources), id(self.mesh), _frozen(self.loops),
+            _frozen(self.rules))))
+
     def __hash__(self) -> int:
-        return hash((_frozen(self.sizes), self.local, _frozen(self.resources), id(self.mesh),
-                     _frozen(self.loops), _frozen(self.rules)))
+        return self._hash
 
     def __eq__(self, other: object) -> bool:
         return self is other or (
@@ -86,21 +103,20 @@ class AxisEnv:
 
 
 EMPTY = AxisEnv()
-_ENV: contextvars.ContextVar[AxisEnv] = contextvars.ContextVar("namedarray_axis_env", default=EMPTY)
+# None stands for EMPTY, so that code outside any nx context adds nothing to JAX's cache keys.
+_ENV = jax.make_user_context(None)
 
 
 def current() -> AxisEnv:
     """The environment in force."""
-    return _ENV.get()
+    env = _ENV.value
+    return EMPTY if env is None else env
 
 
 @contextlib.contextmanager
 def _install(env: AxisEnv) -> Iterator[AxisEnv]:
-    token = _ENV.set(env)
-    try:
+    with _ENV(None if env == EMPTY else env):
         yield env
-    finally:
-        _ENV.reset(token)
 
 
 def bind(sizes: Mapping[str, int], *, resources: Mapping[str, tuple] | None = None, mesh: Any = None,
@@ -137,4 +153,5 @@ def axis_rules(rules: Mapping[str, Any]) -> contextlib.AbstractContextManager[Ax
     'data'
     """
     env = current()
-    return _install(dataclasses.replace(env, rules={**(env.rules or {}), **dict(rules)}))
+    rules = {name: _rule(axes) for name, axes in dict(rules).items()}
+    return _install(dataclasses.replace(env, rules={**(env.rules or {}), **rules}))

@@ -1,0 +1,364 @@
+"""Eager kernels: the cache that makes every eager named operation one jitted dispatch.
+
+A kernel is ``jax.jit`` of an operation's implementation on *storage* arrays, built once per
+
+* implementation and static configuration (the jax function, axis arguments, keyword options),
+* operand layout (each operand's axis names in storage order and its rank),
+* axis environment (sizes bound by ``nx.xmap``, resources, rules),
+
+and traced by jax once per operand shapes and dtypes inside it. Three properties keep it correct under reuse:
+
+* **Keys are strict.** Static values that compare equal but mean different things get different kernels:
+  ``1``, ``1.0`` and ``True``; ``0.0`` and ``-0.0``. A NaN equals itself (one kernel, not one per call).
+* **Nothing a failed call did stays behind.** A kernel whose first trace fails is dropped, and a kernel
+  records its result structure per operand signature only after a trace succeeds, so a rejected call
+  cannot change what a later valid call gets.
+* **Memory is bounded.** User functions in a key (``nx.nmap(lambda v: ...)``) are held weakly: their
+  kernels go away with them, as ``jax.jit``'s do. Everything else is a least-recently-used table of at
+  most :data:`MAX_KERNELS` kernels. ``nx.clear_caches()`` empties it (and every other nx cache).
+
+>>> import namedarray as nx, jax.numpy as jnp
+>>> x = nx.wrap(jnp.array([1, 2], jnp.int32), ["k"])
+>>> nx.nmap(jnp.add)(x, 1.0).dtype, nx.nmap(jnp.add)(x, 1).dtype
+(dtype('float32'), dtype('int32'))
+"""
+
+from __future__ import annotations
+
+import collections
+import functools
+import math
+import threading
+import types
+import weakref
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import numpy as np
+
+__all__ = ["MAX_KERNELS", "kernel_for", "clear_caches", "register_cache", "stats"]
+
+#: The most eager kernels kept at once (least recently used first out). Each holds a compiled executable
+#: per operand signature it has seen (about 1.4 MB on CPU, as a ``jax.jit`` executable does), so this bounds
+#: the memory of a session that keeps meeting new axis names, einsum specs or static arguments to about
+#: 360 MB; a kernel evicted and needed again is rebuilt.
+MAX_KERNELS = 256
+
+
+class _Stats:
+    """Counters the tests read to check the mechanism (one dispatch per eager op), not timings."""
+
+    def __init__(self):
+        self.kernels_built = 0
+        self.eager_calls = 0
+
+    def reset(self) -> None:
+        self.__init__()
+
+
+stats = _Stats()
+
+
+# --------------------------------------------------------------------------------------------------------
+# Keys
+
+
+def _typed(v: Any) -> Any:
+    """``v`` as a strict, hashable key part: numbers keyed by type and exact value, user functions weakly."""
+    t = type(v)
+    if t is str or v is None:
+        return v
+    if t is tuple:
+        return tuple(map(_typed, v))
+    if t is int or t is bool:
+        return (t, v)
+    if t is float:
+        return (float, _float_key(v))
+    if t is complex:
+        return (complex, _float_key(v.real), _float_key(v.imag))
+    if t is types.FunctionType or t is functools.partial:
+        return weakref.ref(v)  # the same shared ref object each time: cheap, and keeps nothing alive
+    if t is types.MethodType:
+        return _method_key(v)
+    if isinstance(v, np.generic):
+        return (t, v.tobytes())
+    if t is list or t is dict:  # unhashable: the caller runs op by op
+        raise TypeError("unhashable static configuration")
+    return v
+
+
+def _float_key(v: float) -> str:
+    # hex tells -0.0 from 0.0 and makes every NaN equal to itself, but drops a NaN's sign (signbit, copysign)
+    return v.hex() if v == v else ("-nan" if math.copysign(1.0, v) < 0 else "nan")
+
+
+def _method_key(m: types.MethodType) -> Any:
+    try:
+        return (weakref.ref(m.__self__), m.__func__)
+    except TypeError:  # an instance without weakref support: held strongly, bounded by the table's size
+        return m
+
+
+def _weak_parts(v: Any, out: list) -> None:
+    """Collect the objects a key holds weakly (the kernel must not keep them alive either)."""
+    t = type(v)
+    if t is tuple:
+        for x in v:
+            _weak_parts(x, out)
+    elif t is types.FunctionType or t is functools.partial:
+        out.append(v)
+    elif t is types.MethodType:
+        try:
+            weakref.ref(v.__self__)
+            out.append(v.__self__)
+        except TypeError:
+            pass
+
+
+class _Weak:
+    """A static configuration with its user functions replaced by weak references, restored on use."""
+
+    __slots__ = ("frozen",)
+
+    def __init__(self, static: Any):
+        self.frozen = _freeze(static)
+
+    def thaw(self) -> Any:
+        return _thaw(self.frozen)
+
+
+def _freeze(v):
+    t = type(v)
+    if t is tuple:
+        return tuple(map(_freeze, v))
+    if t is types.FunctionType or t is functools.partial:
+        return _Ref(weakref.ref(v))
+    if t is types.MethodType:
+        try:
+            return _BoundRef(weakref.ref(v.__self__), v.__func__)
+        except TypeError:  # held strongly by the key too (see _method_key)
+            return v
+    return v
+
+
+class _Ref:
+    __slots__ = ("ref",)
+
+    def __init__(self, ref):
+        self.ref = ref
+
+    def get(self):
+        obj = self.ref()
+        if obj is None:  # the cache drops a kernel with its functions; a retrace after that is a bug
+            raise RuntimeError("an eager kernel outlived the function it was built for")
+        return obj
+
+
+class _BoundRef(_Ref):
+    __slots__ = ("func",)
+
+    def __init__(self, ref, func):
+        super().__init__(ref)
+        self.func = func
+
+    def get(self):
+        return types.MethodType(self.func, super().get())
+
+
+def _thaw(v):
+    t = type(v)
+    if t is tuple:
+        return tuple(_thaw(x) for x in v)
+    if t is _Ref or t is _BoundRef:
+        return v.get()
+    return v
+
+
+# --------------------------------------------------------------------------------------------------------
+# Kernels
+
+
+_RECORD_LOCK = threading.Lock()
+
+
+class _Result:
+    """The result structure a kernel's traces recorded, per operand signature.
+
+    Almost every kernel gives one structure whatever the sizes (``single``), read without any per-call
+    work; a kernel whose structure depends on sizes (``unstack``, an ``nx.nmap`` of such a function) looks
+    its structure up by the signature of the call's operands.
+    """
+
+    __slots__ = ("single", "by_signature", "varies")
+
+    def __init__(self):
+        self.single = None
+        self.by_signature: dict = {}
+        self.varies = False
+
+    def record(self, signature: tuple, structure: tuple) -> None:
+        with _RECORD_LOCK:  # traces of two signatures in two threads must not both take `single`
+            self.by_signature[signature] = structure
+            if self.single is None:
+                self.single = structure
+            elif structure != self.single:
+                self.varies = True
+
+    def lookup(self, datas: list) -> tuple:
+        if not self.varies:
+            return self.single
+        return self.by_signature[tuple(_signature(d) for d in datas)]
+
+
+def _signature(d: Any) -> tuple | None:
+    """What jax keys a trace on, for one operand: shape, dtype and weak type (as jit would see them)."""
+    if d is None:
+        return None
+    aval = d.aval if hasattr(d, "aval") else jax.typeof(d)
+    return (tuple(aval.shape), aval.dtype, bool(getattr(aval, "weak_type", False)))
+
+
+class Kernel:
+    """One jitted implementation on storage arrays, for one layout of its operands."""
+
+    __slots__ = ("jitted", "result", "ok", "key", "weak_refs")
+
+    def __init__(self, impl: Callable, static: Any, layout: tuple, make: Callable, unpack: Callable):
+        result = self.result = _Result()
+        self.ok = False
+        self.key = None
+        self.weak_refs = ()
+        parts: list = []
+        _weak_parts(static, parts)
+        if parts:  # the kernel must not keep alive what its key holds weakly
+            weak = _Weak(static)
+
+            def get_static():
+                return weak.thaw()
+        else:
+            def get_static():
+                return static
+
+        def on_storage(*datas):
+            ops = [d if lay is None or lay[0] is None else make(d, lay[0]) for d, lay in zip(datas, layout)]
+            out = impl(get_static(), *ops)
+            leaves, structure = unpack(out)
+            result.record(tuple(_signature(d) for d in datas), structure)
+            return leaves
+
+        self.jitted = jax.jit(on_storage)
+
+    def __call__(self, datas: list, pack: Callable) -> Any:
+        out = self.jitted(*datas)
+        self.ok = True
+        return pack(out, self.result.lookup(datas))
+
+
+class _Table:
+    """The least-recently-used table of kernels, safe under threads."""
+
+    def __init__(self, size: int):
+        self.size = size
+        self.kernels: collections.OrderedDict = collections.OrderedDict()
+        self.lock = threading.Lock()
+        self.dead: collections.deque = collections.deque()  # keys whose user functions were collected
+
+    def get(self, key) -> Kernel | None:
+        kernel = self.kernels.get(key)
+        if kernel is not None:
+            try:
+                self.kernels.move_to_end(key)
+            except KeyError:  # evicted by another thread meanwhile: still usable for this call
+                pass
+        return kernel
+
+    def put(self, key, kernel: Kernel, weak_parts: list) -> None:
+        dead = self.dead
+
+        def forget(_ref, key=key):
+            dead.append(key)  # from the garbage collector: only note it, the table is cleaned below
+
+        # the callbacks live as long as the kernel: evicted first, it takes them along and none fires
+        kernel.weak_refs = tuple(weakref.ref(p, forget) for p in weak_parts)
+        with self.lock:
+            self._purge()
+            self.kernels[key] = kernel
+            while len(self.kernels) > self.size:
+                self.kernels.popitem(last=False)
+
+    def drop(self, key, kernel: Kernel) -> None:
+        with self.lock:
+            if self.kernels.get(key) is kernel:
+                del self.kernels[key]
+
+    def _purge(self) -> None:
+        while self.dead:
+            self.kernels.pop(self.dead.popleft(), None)
+
+    def clear(self) -> None:
+        with self.lock:
+            self.kernels.clear()
+            self.dead.clear()
+
+    def __len__(self) -> int:
+        with self.lock:
+            self._purge()
+            return len(self.kernels)
+
+
+_table = _Table(MAX_KERNELS)
+
+
+def kernel_for(impl: Callable, static: Any, layout: tuple, env: Any, make: Callable,
+               unpack: Callable) -> Kernel | None:
+    """The kernel for this call, built on first use; None when ``static`` cannot be a key (unhashable).
+
+    ``make(data, names)`` builds a NamedArray inside the trace; ``unpack(out)`` splits the implementation's
+    result into (storage leaves, structure) and the caller's ``pack`` puts it back together.
+    """
+    try:
+        key = (impl, _typed(static), layout, env)
+        kernel = _table.get(key)
+    except TypeError:
+        return None
+    if kernel is None:
+        kernel = Kernel(impl, static, layout, make, unpack)
+        parts: list = []
+        _weak_parts(static, parts)
+        _table.put(key, kernel, parts)
+        stats.kernels_built += 1
+        kernel.key = key
+    return kernel
+
+
+def forget_failed(kernel: Kernel) -> None:
+    """Drop ``kernel`` if no call of it ever succeeded (its first trace raised): nothing stays behind."""
+    if not kernel.ok:
+        _table.drop(kernel.key, kernel)
+
+
+_CLEARERS: list[Callable[[], None]] = [_table.clear]
+
+
+def register_cache(clear: Callable[[], None]) -> None:
+    """Have :func:`clear_caches` also call ``clear`` (modules above this one register their caches)."""
+    _CLEARERS.append(clear)
+
+
+def clear_caches() -> None:
+    """Forget every compiled nx kernel and cached ``nx.xmap`` compilation (``nx.clear_caches()``).
+
+    Results never depend on the caches; this only frees memory (jax's own caches of functions that are
+    gone go with them).
+
+    >>> import namedarray as nx
+    >>> nx.clear_caches()
+    """
+    for clear in _CLEARERS:
+        clear()
+
+
+def size() -> int:
+    """The number of eager kernels held now."""
+    return len(_table)

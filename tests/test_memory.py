@@ -1,0 +1,129 @@
+"""Memory under reuse: the eager kernel table stays bounded and what it drops is freed.
+
+Resident memory is read from /proc/self/statm (``resource``'s peak where that is missing). No timings: the
+limits are in megabytes and in kernels. On the CPU backend each compiled kernel costs about 1.4 MB, so a
+table that kept what it should drop would overshoot these limits by far.
+"""
+
+import gc
+import itertools
+import os
+import resource
+
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import namedarray as nx
+from namedarray import kernels
+
+MB = 2**20
+SMALL_TABLE = 16
+
+
+def resident_mb() -> float:
+    try:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / MB
+    except OSError:  # no procfs: the peak (kB on Linux), which also catches growth
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+@pytest.fixture
+def small_table(monkeypatch):
+    """The kernel table shrunk to SMALL_TABLE kernels, so that a few dozen new keys go past its size."""
+    assert kernels._table.size == kernels.MAX_KERNELS
+    monkeypatch.setattr(kernels._table, "size", SMALL_TABLE)
+    monkeypatch.setattr(kernels, "MAX_KERNELS", SMALL_TABLE)
+    nx.clear_caches()
+    yield SMALL_TABLE
+    nx.clear_caches()
+
+
+def test_fresh_lambdas_do_not_accumulate():
+    raw = jnp.arange(32.0).reshape(4, 8)
+    x = nx.wrap(raw, {1: "k"})
+    for _ in range(30):  # warm-up: jax's and nx's one-time allocations
+        nx.nmap(lambda v: v * 2)(x)
+    gc.collect()
+    before = resident_mb()
+    size_before = kernels.size()
+    built = kernels.stats.kernels_built
+    for i in range(1500):
+        y = nx.nmap(lambda v: v * 2)(x)
+        if i % 100 == 0:
+            assert kernels.size() <= size_before + 4
+    gc.collect()
+    growth = resident_mb() - before
+    np.testing.assert_array_equal(np.asarray(y.unwrap({1: "k"})), np.asarray(raw) * 2)
+    assert kernels.stats.kernels_built - built >= 1500  # each new lambda is a new kernel ...
+    assert kernels.size() <= size_before + 4  # ... which goes away with its lambda
+    assert growth < 150, f"resident memory grew by {growth:.0f} MB over 1500 calls"
+
+
+def test_a_kept_function_keeps_its_kernel():
+    x = nx.wrap(jnp.arange(6.0), ["k"])
+
+    def triple(v):
+        return v * 3
+
+    f = nx.nmap(triple)
+    f(x)
+    built = kernels.stats.kernels_built
+    for _ in range(20):
+        np.testing.assert_array_equal(np.asarray(f(x).unwrap(["k"])), np.arange(6.0) * 3)
+    assert kernels.stats.kernels_built == built
+
+
+def test_distinct_axis_names_stay_within_the_table(small_table):
+    built = kernels.stats.kernels_built
+    for k in range(2 * small_table):
+        y = nx.wrap(jnp.arange(3.0) + k, [f"name{k}"]) + 1
+        np.testing.assert_array_equal(np.asarray(y.unwrap([f"name{k}"])), np.arange(3.0) + k + 1)
+        assert kernels.size() <= kernels.MAX_KERNELS
+    assert kernels.stats.kernels_built - built >= 2 * small_table
+    assert kernels.size() == small_table
+    # an evicted kernel is built again, with the right result
+    again = kernels.stats.kernels_built
+    y = nx.wrap(jnp.arange(3.0), ["name0"]) + 1
+    np.testing.assert_array_equal(np.asarray(y.unwrap(["name0"])), np.arange(3.0) + 1)
+    assert kernels.stats.kernels_built > again
+
+
+def test_distinct_einsum_specs_stay_within_the_table(small_table):
+    a = np.arange(6.0, dtype=np.float32).reshape(2, 3)
+    b = np.arange(12.0, dtype=np.float32).reshape(3, 4)
+    expected = a @ b
+    letters = itertools.permutations("abcdefgh", 3)
+    built = kernels.stats.kernels_built
+    for _ in range(2 * small_table):
+        i, j, k = next(letters)
+        got = nx.einsum(f"{i}{j},{j}{k}->{i}{k}", jnp.asarray(a), jnp.asarray(b))
+        np.testing.assert_allclose(np.asarray(got), expected)
+        assert kernels.size() <= kernels.MAX_KERNELS
+    assert kernels.stats.kernels_built - built >= 2 * small_table  # one kernel per spec
+
+
+def test_evicted_kernels_free_their_memory(small_table):
+    # Kept, 150 kernels would take about 200 MB on CPU; the table keeps SMALL_TABLE of them
+    for k in range(10):
+        nx.wrap(jnp.ones(3), [f"warm{k}"]) + 1
+    gc.collect()
+    before = resident_mb()
+    for k in range(150):
+        y = nx.wrap(jnp.ones(3), [f"evicted{k}"]) * 2
+        assert kernels.size() <= small_table
+    gc.collect()
+    growth = resident_mb() - before
+    np.testing.assert_array_equal(np.asarray(y.unwrap(["evicted149"])), np.full(3, 2.0))
+    assert growth < 60, f"resident memory grew by {growth:.0f} MB over 150 evicted kernels"
+
+
+def test_clear_caches_empties_the_table():
+    for k in range(5):
+        nx.wrap(jnp.ones(2), [f"cleared{k}"]) + 1
+    assert kernels.size() >= 5
+    nx.clear_caches()
+    assert kernels.size() == 0
+    y = nx.wrap(jnp.ones(2), ["cleared0"]) + 1
+    np.testing.assert_array_equal(np.asarray(y.unwrap(["cleared0"])), np.full(2, 2.0))
