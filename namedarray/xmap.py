@@ -38,6 +38,8 @@ import collections
 import contextlib
 import functools
 import math
+import threading
+import weakref
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -48,21 +50,23 @@ from jax.sharding import AxisType, NamedSharding, PartitionSpec
 from jax.tree_util import SequenceKey, keystr
 
 from . import env as _env
+from . import kernels
 from . import resources as _res
 from .array import NamedArray, _make, from_storage, is_named, transpose
-from .engine import align
 from .errors import (
     AxisNameShadowingError,
     AxisSizeError,
     AxisSpecError,
     MissingResourceError,
+    NamedAxisError,
     RankError,
     ResourceConflictError,
     UnplacedAxisError,
     fmt_names,
 )
+from .layout import align
 from .resources import SerialLoop, serial_loop
-from .shape import canonical, check_name
+from .shape import check_name
 from .specs import AxisSpec, is_spec_leaf, parse
 from .wrapping import wrap
 
@@ -114,6 +118,7 @@ class _Leaf:
 
 
 def _parse_tree(tree: Any, what: str) -> tuple[list[tuple[tuple, _Leaf]], Any]:
+    _check_dict_keys(tree, _is_leaf, f"{_WHERE} {what}", "specification", what == "in_axes")
     leaves, treedef = jax.tree_util.tree_flatten_with_path(tree, is_leaf=_is_leaf)
     out = []
     for path, entry in leaves:
@@ -130,6 +135,57 @@ def _parse_tree(tree: Any, what: str) -> tuple[list[tuple[tuple, _Leaf]], Any]:
             raise
         out.append((path, _Leaf(spec, _spec_text(entry))))
     return out, treedef
+
+
+_DICTS = (dict, collections.defaultdict)  # the dicts JAX flattens in sorted key order
+
+
+def _unsortable_dict(tree: Any, is_leaf: Callable[[Any], bool]) -> tuple[tuple, Any] | None:
+    """The first dict in ``tree`` whose keys cannot be sorted (JAX cannot flatten it): (path, dict)."""
+    def stop(x):
+        return type(x) in _DICTS or is_leaf(x)
+
+    for path, sub in jax.tree_util.tree_flatten_with_path(tree, is_leaf=stop)[0]:
+        if type(sub) not in _DICTS or is_leaf(sub):
+            continue
+        try:
+            keys = sorted(sub)
+        except TypeError:
+            return tuple(path), sub
+        for k in keys:
+            found = _unsortable_dict(sub[k], is_leaf)
+            if found is not None:
+                return tuple(path) + (jax.tree_util.DictKey(k),) + found[0], found[1]
+    return None
+
+
+def _check_dict_keys(tree: Any, is_leaf: Callable[[Any], bool], where: str, kind: str,
+                     arguments: bool) -> None:
+    """Report a dict with keys of mixed types (``{0: "i", "a": "j"}``) in a spec tree or a value, which
+    JAX would only report as a failure to sort pytree dictionary keys."""
+    found = _unsortable_dict(tree, is_leaf)
+    if found is None:
+        return
+    path, d = found
+    if kind == "specification":
+        where += f" at {keystr(path)}" if path else ""
+        if arguments and path and isinstance(path[0], SequenceKey):
+            where += f" ({_label(path, 'argument')})"
+    else:
+        where += _label(path, "argument" if arguments else "output")
+    types = sorted({type(k).__name__ for k in d})
+    keys = ", ".join(repr(k) for k in d)
+    if kind == "specification":
+        role = "argument" if arguments else "output"
+        hint = ("A dictionary spec maps positional axes (integers) to axis names, e.g. {0: 'batch'}; a "
+                f"dictionary of specs, matching a dict {role}, needs keys of one sortable type (e.g. all "
+                "strings)")
+        shown = _tree_text(d)
+    else:
+        hint = "JAX flattens a dict in sorted key order, so its keys must be of one sortable type"
+        shown = "a dict"
+    raise AxisSpecError(
+        f"{where}: {shown} has keys of mixed types ({', '.join(types)}): {keys}. {hint}") from None
 
 
 def _label(path: tuple, what: str) -> str:
@@ -304,8 +360,24 @@ def _set_text(names) -> str:
 
 # Compiled callables shared by equal nx.xmap(...) constructions under equal contexts, so that building the
 # same xmap twice (or under a new but equal mesh) does not retrace `fun`. Bounded: it keeps `fun` alive.
+# An nx.xmap whose configuration cannot be a key (an unhashable `fun` or spec) keeps its own cache instead,
+# bounded too (a new mesh or rule context is a new entry). Every read and write of them holds _CACHE_LOCK: a
+# lookup followed by move_to_end must not race with another thread's eviction. nx.clear_caches() empties all.
 _CACHE: collections.OrderedDict = collections.OrderedDict()
 _CACHE_SIZE = 256
+_LOCAL_CACHE_SIZE = 8
+_CACHE_LOCK = threading.Lock()
+_UNSHARED: weakref.WeakSet = weakref.WeakSet()  # the XMapped objects with their own cache
+
+
+def _clear_compiled() -> None:
+    with _CACHE_LOCK:
+        _CACHE.clear()
+        for f in list(_UNSHARED):
+            f._local_cache.clear()
+
+
+kernels.register_cache(_clear_compiled)
 
 
 class XMapped:
@@ -319,8 +391,11 @@ class XMapped:
     def __init__(self, fun, in_axes, out_axes, *, axis_sizes=None, axis_resources=None, donate_argnums=(),
                  backend=None):
         self._cfg = _Config(fun, in_axes, out_axes, axis_sizes, axis_resources, donate_argnums, backend)
-        self._local_cache: dict = {}
+        self._local_cache: collections.OrderedDict = collections.OrderedDict()
         self._backend_checked = False
+        if self._cfg.key is None:
+            with _CACHE_LOCK:
+                _UNSHARED.add(self)
         functools.update_wrapper(self, fun, updated=())
 
     def __repr__(self) -> str:
@@ -342,17 +417,21 @@ class XMapped:
         cfg = self._cfg
         ctx = (key, None if outer is _env.EMPTY else outer)
         full = (cfg.key, ctx) if cfg.key is not None else None
-        fn = _CACHE.get(full) if full is not None else self._local_cache.get(ctx)
-        if fn is None:
-            fn = jax.jit(_named_trace(cfg, plan), donate_argnums=cfg.donate_argnums)
-            if full is not None:
-                _CACHE[full] = fn
-                if len(_CACHE) > _CACHE_SIZE:
-                    _CACHE.popitem(last=False)
-            else:
-                self._local_cache[ctx] = fn
-        elif full is not None:
-            _CACHE.move_to_end(full)
+        cache, k = (_CACHE, full) if full is not None else (self._local_cache, ctx)
+        with _CACHE_LOCK:
+            fn = cache.get(k)
+            if fn is not None:
+                cache.move_to_end(k)
+                return fn
+        # jax.jit only wraps (it traces on the first call), so building it outside the lock is cheap; if
+        # another thread stored one meanwhile, that one is used, so all callers share one compilation.
+        new = jax.jit(_named_trace(cfg, plan), donate_argnums=cfg.donate_argnums)
+        with _CACHE_LOCK:
+            fn = cache.setdefault(k, new)
+            cache.move_to_end(k)
+            limit = _CACHE_SIZE if cache is _CACHE else _LOCAL_CACHE_SIZE
+            while len(cache) > limit:
+                cache.popitem(last=False)
         return fn
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
@@ -365,11 +444,16 @@ class XMapped:
         if outer.sizes:
             # Inside an enclosing nx.xmap: already being traced there; run inline (its names pass through).
             return _trace(self._cfg, plan, *args)
-        if self._cfg.backend is not None and plan.mesh is None:
-            args = _to_backend(args, self._cfg.backend)
-        if plan.mesh is not None and not isinstance(plan.mesh, jax.sharding.AbstractMesh):
-            args = _place_args(self._cfg, plan, args)
-        return self._compiled(plan, key, outer)(*args)
+        try:
+            if self._cfg.backend is not None and plan.mesh is None:
+                args = _to_backend(args, self._cfg.backend)
+            if plan.mesh is not None and not isinstance(plan.mesh, jax.sharding.AbstractMesh):
+                args = _place_args(self._cfg, plan, args, donate=True)
+            return self._compiled(plan, key, outer)(*args)
+        except ValueError as e:
+            if not isinstance(e, NamedAxisError):  # jax.jit could not flatten the arguments: say why
+                _check_value_keys(args, "in_axes")
+            raise
 
     def lower(self, *args: Any) -> jax.stages.Lowered:
         """Lower for these arguments (arrays or ``jax.ShapeDtypeStruct``): ``.compile()``, ``.as_text()``.
@@ -381,9 +465,14 @@ class XMapped:
         """
         self._check_backend()
         plan, key = _res.resolve(self._cfg.resources, _WHERE)
-        if plan.mesh is not None and not isinstance(plan.mesh, jax.sharding.AbstractMesh):
-            args = _place_args(self._cfg, plan, args)
-        return self._compiled(plan, key, _env.current()).lower(*args)
+        try:
+            if plan.mesh is not None and not isinstance(plan.mesh, jax.sharding.AbstractMesh):
+                args = _place_args(self._cfg, plan, args)
+            return self._compiled(plan, key, _env.current()).lower(*args)
+        except ValueError as e:
+            if not isinstance(e, NamedAxisError):
+                _check_value_keys(args, "in_axes")
+            raise
 
 
 def _named_trace(cfg: _Config, plan: _res.Plan) -> Callable:
@@ -396,10 +485,15 @@ def _named_trace(cfg: _Config, plan: _res.Plan) -> Callable:
     return call
 
 
-def _place_args(cfg: _Config, plan: _res.Plan, args: tuple) -> tuple:
+def _place_args(cfg: _Config, plan: _res.Plan, args: tuple, donate: bool = False) -> tuple:
     """Arguments laid out as their names require (xmap's in_shardings), so each device receives only its
     block; already placed arguments are untouched. Anything the traced call will reject is left alone so
-    that it reports the error."""
+    that it reports the error.
+
+    ``donate`` (a call, not ``.lower``): an argument of ``donate_argnums`` that must be moved is moved with
+    ``jax.device_put(..., donate=True)``, so that the caller's buffer is released as the call's donation
+    promises (best effort: backends that cannot donate in a transfer keep it), unless the same array is
+    also passed elsewhere in the call."""
     try:
         matched, tree = _match(cfg.in_tree, cfg.in_leaves, args, "in_axes", cfg.in_axes, len(args))
     except AxisSpecError:
@@ -407,17 +501,39 @@ def _place_args(cfg: _Config, plan: _res.Plan, args: tuple) -> tuple:
     msizes = _res.mesh_sizes(plan.mesh)
     leaves = []
     changed = False
-    for leaf, _, v in matched:
+    donated = set(cfg.donate_argnums) if donate else set()
+    ids = collections.Counter(id(v) for _, _, v in matched) if donated else None
+    for leaf, path, v in matched:
         if isinstance(v, (jax.Array, np.ndarray, jax.ShapeDtypeStruct)) and not isinstance(v, _Tracer):
             sharding = _arg_sharding(leaf.spec, v.shape, plan, msizes)
-            if sharding is not None and getattr(v, "sharding", None) != sharding:
+            if sharding is not None and not _placed(v, sharding, plan):
                 if isinstance(v, jax.ShapeDtypeStruct):
                     v = jax.ShapeDtypeStruct(v.shape, v.dtype, sharding=sharding, weak_type=v.weak_type)
+                elif (isinstance(v, jax.Array) and path and isinstance(path[0], SequenceKey)
+                      and path[0].idx in donated and ids[id(v)] == 1):
+                    v = jax.device_put(v, sharding, donate=True)
                 else:
                     v = jax.device_put(v, sharding)
                 changed = True
         leaves.append(v)
     return jax.tree.unflatten(tree, leaves) if changed else args
+
+
+def _placed(v, sharding: NamedSharding, plan: _res.Plan) -> bool:
+    """Whether ``v`` is already laid out as ``sharding`` says. Equivalence, not equality: an array placed
+    with ``P("x")`` is what ``P("x", None)`` asks for (and likewise another mesh object or axis names over
+    the same devices, or a size-1 mesh axis), and moving it would make ``donate_argnums`` donate a copy."""
+    s = getattr(v, "sharding", None)
+    if s is None:
+        return False
+    if s == sharding:
+        return True
+    if plan.explicit and not (isinstance(s, NamedSharding) and s.mesh.axis_types == sharding.mesh.axis_types):
+        return False  # on Explicit mesh axes the sharding is part of the array's type: keep the mesh's
+    try:
+        return s.is_equivalent_to(sharding, len(v.shape))
+    except (ValueError, TypeError, AttributeError):
+        return False
 
 
 def _arg_sharding(spec: AxisSpec, shape: tuple, plan: _res.Plan, msizes: Mapping[str, int]):
@@ -462,6 +578,7 @@ def _match(treedef, leaves: list[tuple[tuple, _Leaf]], value: Any, what: str, us
     try:
         subtrees = treedef.flatten_up_to(value)
     except (ValueError, TypeError):
+        _check_value_keys(value, what)
         value_tree = jax.tree.structure(value, is_leaf=is_named)
         msg = (f"{_WHERE}: {what} specification must be a tree prefix of the corresponding value, got "
                f"specification {user_spec!r} for value tree {value_tree}.")
@@ -474,9 +591,21 @@ def _match(treedef, leaves: list[tuple[tuple, _Leaf]], value: Any, what: str, us
         raise AxisSpecError(msg) from None
     matched = []
     for (spath, leaf), sub in zip(leaves, subtrees):
-        for vpath, v in jax.tree_util.tree_flatten_with_path(sub, is_leaf=is_named)[0]:
+        try:
+            flat = jax.tree_util.tree_flatten_with_path(sub, is_leaf=is_named)[0]
+        except ValueError:
+            _check_value_keys(value, what)
+            raise
+        for vpath, v in flat:
             matched.append((leaf, tuple(spath) + tuple(vpath), v))
     return matched, jax.tree.structure(value, is_leaf=is_named)
+
+
+def _check_value_keys(value: Any, what: str) -> None:
+    """Arguments (``what="in_axes"``) or outputs that JAX cannot flatten (a dict with keys of mixed types):
+    an AxisSpecError naming where. Cheap for the values xmap meets: it only looks into dicts."""
+    arguments = what == "in_axes"
+    _check_dict_keys(value, is_named, f"{_WHERE}: ", "value", arguments)
 
 
 def _pos_shape(v) -> tuple[int, ...]:
@@ -647,7 +776,7 @@ def _exit(ctx: _Ctx, value: Any, leaf: _Leaf, label: str):
         full = dict(zip(x.names, x.data.shape[p:]))
         for n in missing:
             full[n] = ctx.sizes[n]
-        names = canonical(full)
+        names = x.names + tuple(missing)
         x = _make(align(x, names, full), names)
     names = x.names
     it = iter(range(p))
