@@ -112,3 +112,22 @@ def no_axis(where: str, name: str, names: Iterable[str]) -> AxisSpecError:
     """
     have = fmt_names(names) or "no named axes"
     return AxisSpecError(f"{where}: the array has no axis {name!r} (it has {have})")
+
+
+def not_an_array(where: str, what: str, value: object) -> TypeError:
+    """The error for a value that is neither an array nor a scalar where one is expected.
+
+    >>> print(not_an_array("nx.wrap", "array", None))
+    nx.wrap: array must be an array or scalar, got None
+    >>> print(not_an_array("nx.dot", "argument 1", {"a": 1}))
+    nx.dot: argument 1 must be an array or scalar, got {'a': 1} (dict)
+    """
+    import reprlib
+
+    if value is None:
+        got = "None"
+    elif isinstance(value, (str, bytes)):
+        got = f"the string {reprlib.repr(value)}"
+    else:
+        got = f"{reprlib.repr(value)} ({type(value).__name__})"
+    return TypeError(f"{where}: {what} must be an array or scalar, got {got}")

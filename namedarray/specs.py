@@ -74,7 +74,7 @@ def parse(spec: Any, where: str, *, what: str = "axis specification") -> AxisSpe
     >>> parse(["a", None, "b", ...], "example")
     AxisSpec(axes=((0, 'a'), (2, 'b')), rank=None)
     """
-    if spec is None or spec == ():
+    if spec is None or (type(spec) is tuple and not spec):  # not `spec == ()`: arrays compare elementwise
         return AxisSpec((), None if spec is None else 0)
     if isinstance(spec, Mapping):
         items = []
