@@ -1,16 +1,17 @@
 """The NamedArray type: a jax array whose trailing axes have names.
 
 Storage layout (the one invariant everything else relies on): ``data`` holds the positional axes first and
-the named axes last, the named axes sorted by name (``names``). The positional shape is derived from
-``data``, so transforms that slice a leading positional axis (``vmap``, ``scan``, ``lax.map``) keep a
-NamedArray valid; and two NamedArrays with the same positional shape, named shape and dtype have the same
-pytree structure whatever order their axes were given in, so ``lax.cond`` branches, ``scan`` carries and
-``tree_map`` over differently built arrays just work.
+the named axes last, in the order ``names`` gives. The positional shape is derived from ``data``, so
+transforms that slice a leading positional axis (``vmap``, ``scan``, ``lax.map``) keep a NamedArray valid.
+The order of the named axes is free inside a computation and canonical (sorted) at the pytree boundary
+(see :mod:`namedarray.layout`): a NamedArray flattens to exactly one leaf, its storage with the names
+sorted, and the sorted names are the pytree's static aux data. So two NamedArrays with the same positional
+shape, named shape and dtype have the same pytree structure whatever order their axes were given in, and
+``lax.cond`` branches, ``scan`` carries and ``tree_map`` over differently built arrays just work.
 
-A NamedArray flattens to exactly one leaf (``data``); its names are the pytree's static aux data. A
-transform's ``in_axes``/``out_axes`` therefore count *storage* axes: map a positional axis, counted from
-the front (``0 <= axis < x.ndim``). A negative or larger axis reaches the named axes; when that leaves too
-few axes for the names it is an error, otherwise the names silently label other axes.
+A transform's ``in_axes``/``out_axes`` count axes of that flattened leaf: map a positional axis, counted
+from the front (``0 <= axis < x.ndim``). A negative or larger axis reaches the named axes; when that leaves
+too few axes for the names it is an error, otherwise the names silently label other axes.
 
 >>> import namedarray as nx, jax.numpy as jnp
 >>> x = nx.wrap(jnp.zeros((4, 3, 5)), {0: "batch", 2: "k"})
@@ -20,6 +21,7 @@ few axes for the names it is an error, otherwise the names silently label other 
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Mapping
 from typing import Any
@@ -29,7 +31,16 @@ import jax.numpy as jnp
 import numpy as np
 import optree
 
-from .errors import AxisSpecError, DuplicateAxisError, PositionalMisuseError, fmt_names
+from . import kernels
+from .errors import (
+    AxisSpecError,
+    DuplicateAxisError,
+    NamedAxisError,
+    PositionalMisuseError,
+    RankError,
+    fmt_names,
+    not_an_array,
+)
 from .shape import NamedShape, canonical, check_name, duplicates
 
 __all__ = ["NamedArray", "is_named", "as_storage", "from_storage"]
@@ -49,7 +60,7 @@ class NamedArray:
     [5.0, 14.0]
     """
 
-    __slots__ = ("data", "names")
+    __slots__ = ("data", "names", "_flat")
     # Python operators and NumPy's protocols reach the methods below; JAX's do not (no __jax_array__, on
     # purpose: it would make `jnp_array + x` silently drop the names).
     __array_priority__ = 1000
@@ -62,11 +73,35 @@ class NamedArray:
         if isinstance(data, NamedArray):
             raise PositionalMisuseError("NamedArray(data, names): data is already a NamedArray; use "
                                         "nx.wrap(x, ...) to name more of its positional axes")
-        data = as_storage(data)
-        names = (names,) if isinstance(names, str) else tuple(names)  # a string is one name, however long
-        out = from_storage(data, names, "NamedArray")
+        where, names_arg = "NamedArray(data, names)", names
+        data = to_storage(data, where, "data")
+        if isinstance(names, str):
+            names = (names,)  # a string is one name, however long
+        else:
+            bad = names is None or isinstance(names, (bytes, bytearray, Mapping, set, frozenset))
+            try:
+                names = None if bad else tuple(names)
+            except TypeError:
+                names = None
+            if names is None:
+                raise TypeError(f"{where}: names must be an axis name (a str) or a sequence of them, one for "
+                                f"each of data's last axes in order; got {names_arg!r} "
+                                f"({type(names_arg).__name__}); to name axes by position use "
+                                "nx.wrap(data, {position: name})")
+        for i, n in enumerate(names):
+            if not isinstance(n, str) or not n:
+                raise AxisSpecError(f"{where}: axis names must be non-empty strings, got {n!r} at index {i} "
+                                    f"of {list(names)!r}; to name axes by position use "
+                                    "nx.wrap(data, {position: name})")
+        if len(names) > data.ndim:
+            raise RankError(f"{where}: {len(names)} axis names {fmt_names(names)} for data of shape "
+                            f"{tuple(data.shape)} (rank {data.ndim}); names label data's last "
+                            "len(names) axes")
+        names = tuple(str(n) for n in names)  # NumPy string scalars as plain str
+        out = from_storage(data, names, where)
         self.data = out.data
         self.names = out.names
+        self._flat = None
 
     # ---- type ------------------------------------------------------------------------------------------
 
@@ -173,50 +208,29 @@ class NamedArray:
         self.data.block_until_ready()
         return self
 
-    def unwrap(self, axes: Any = None) -> jax.Array:
-        """The positional array with named axes placed by ``axes`` (see :func:`namedarray.unwrap`).
-
-        >>> import namedarray as nx, jax.numpy as jnp
-        >>> nx.wrap(jnp.zeros((2, 3)), ["a", "b"]).unwrap({0: "b", 1: "a"}).shape
-        (3, 2)
-        """
-        from .wrapping import unwrap
-
-        return unwrap(self, axes)
-
-    def astype(self, dtype: Any) -> NamedArray:
-        """The same named array with another element type (``nx.astype``).
-
-        >>> import namedarray as nx, jax.numpy as jnp
-        >>> nx.wrap(jnp.zeros(3), ["k"]).astype("int8").dtype
-        dtype('int8')
-        """
-        from .mirror import FUNCTIONS
-
-        return FUNCTIONS["astype"](self, dtype)
-
-    def rename(self, mapping: Mapping[str, str] | None = None, /, **names: str) -> NamedArray:
-        """Rename named axes: ``x.rename({"old": "new"})`` or ``x.rename(old="new")``."""
-        from .wrapping import rename
-
-        return rename(self, {**(mapping or {}), **names})
+    # unwrap, astype, rename, __repr__ and _repr_html_ are installed by namedarray.methods, which sits above
+    # the modules they call (wrapping, the numpy mirror, render): this module imports none of them.
 
     # ---- pytree ----------------------------------------------------------------------------------------
 
     @classmethod
     def tree_unflatten(cls, names, children):
-        # No validation: JAX passes object(), None and tracers here.
+        # Little validation: JAX passes object(), None and tracers here.
+        data = children[0]
+        if type(data) is NamedArray:
+            raise PositionalMisuseError(
+                f"a NamedArray with names {fmt_names(names)} would hold another NamedArray (named "
+                f"{fmt_names(data.names)}) as its storage: jax.jacfwd/jacrev/hessian of a function whose "
+                "inputs and outputs are both NamedArrays nest one structure in the other. Differentiate "
+                "with respect to positional arrays (x.unwrap([...]) in, nx.wrap inside), or use jax.grad of "
+                "a scalar")
         obj = object.__new__(cls)
-        obj.data = children[0]
+        obj.data = data
         obj.names = names
+        obj._flat = None
         return obj
 
     # ---- display ---------------------------------------------------------------------------------------
-
-    def __repr__(self) -> str:
-        from .render import text_repr
-
-        return text_repr(self)
 
     def __format__(self, spec: str) -> str:
         """``f"{x:.3f}"`` of a value without named axes formats its storage, as jax arrays do."""
@@ -225,17 +239,13 @@ class NamedArray:
         self._check_no_names(f"format(x, {spec!r})")
         return format(self.data, spec)
 
-    def _repr_html_(self) -> str:
-        from .render import html_repr
-
-        return html_repr(self)
-
 
 def _make(data, names: tuple[str, ...]) -> NamedArray:
-    """Internal constructor: ``names`` already canonical and matching ``data``'s trailing axes."""
+    """Internal constructor: ``names`` (unique, any order) match ``data``'s trailing axes."""
     obj = object.__new__(NamedArray)
     obj.data = data
     obj.names = names
+    obj._flat = None
     return obj
 
 
@@ -264,8 +274,28 @@ def as_storage(data: Any) -> Any:
     return jnp.asarray(data)
 
 
+def to_storage(value: Any, where: str, what: str) -> Any:
+    """``as_storage(value)``, or a ``TypeError`` naming the argument ``what`` when it is not an array.
+
+    >>> to_storage(None, "nx.wrap", "array")
+    Traceback (most recent call last):
+    ...
+    TypeError: nx.wrap: array must be an array or scalar, got None
+    """
+    if value is None or isinstance(value, (str, bytes, Mapping)):
+        raise not_an_array(where, what, value)
+    try:
+        return as_storage(value)
+    except NamedAxisError:  # e.g. a list holding a NamedArray with named axes: its own message says why
+        raise
+    except TypeError:
+        raise not_an_array(where, what, value) from None
+    except ValueError as e:  # a ragged nested list
+        raise ValueError(f"{where}: {what} cannot be converted to an array: {e}") from None
+
+
 def from_storage(data, axis_names: tuple[str, ...], where: str) -> NamedArray:
-    """A NamedArray from ``data`` whose last axes are named ``axis_names`` in any order (sorted here)."""
+    """A NamedArray from ``data`` whose last axes are named ``axis_names``, kept in that order (validated)."""
     for n in axis_names:
         check_name(n, where)
     dup = duplicates(axis_names)
@@ -275,12 +305,7 @@ def from_storage(data, axis_names: tuple[str, ...], where: str) -> NamedArray:
     k = len(axis_names)
     if data.ndim < k:
         raise AxisSpecError(f"{where}: {k} axis names {fmt_names(axis_names)} for data of rank {data.ndim}")
-    names = canonical(axis_names)
-    if names != axis_names:
-        p = data.ndim - k
-        perm = tuple(range(p)) + tuple(p + axis_names.index(n) for n in names)
-        data = transpose(data, perm)
-    return _make(data, names)
+    return _make(data, tuple(axis_names))
 
 
 def transpose(data, perm: tuple[int, ...]):
@@ -288,29 +313,107 @@ def transpose(data, perm: tuple[int, ...]):
     if perm == tuple(range(len(perm))):
         return data
     if isinstance(data, jax.core.Tracer):
-        return jnp.transpose(data, perm)
-    kernel = _TRANSPOSES.get(perm)
-    if kernel is None:
-        kernel = _TRANSPOSES[perm] = jax.jit(lambda d: jnp.transpose(d, perm))
-    return kernel(data)
+        return jax.lax.transpose(data, perm)
+    return kernels.kernel_for(_transpose_impl, perm, ((None, len(perm)),), None, _make, unpack)([data], pack)
 
 
-_TRANSPOSES: dict = {}
+def _transpose_impl(perm, d):
+    return jax.lax.transpose(d, perm)
+
+
+# --------------------------------------------------------------------------------------------------------
+# Results of eager kernels: storage leaves out of the trace, NamedArrays back on the caller's side
+
+
+def unpack(out: Any) -> tuple[Any, tuple]:
+    """(storage leaves, structure) of an implementation's result: what crosses an eager kernel's boundary.
+
+    The structure (names of each NamedArray, the pytree around them) is static; :func:`pack` rebuilds the
+    result from it and the kernel's outputs. NamedArrays cross as their storage, in the order they hold it.
+    """
+    if type(out) is NamedArray:
+        return out.data, (_ONE, out.names)
+    if not isinstance(out, NamedArray) and hasattr(out, "ndim") and not isinstance(out, (tuple, list)):
+        return out, (_RAW,)
+    leaves, tree = jax.tree.flatten(out, is_leaf=is_named)
+    names = tuple(v.names if type(v) is NamedArray else None for v in leaves)
+    return [v.data if type(v) is NamedArray else v for v in leaves], (_TREE, tree, names)
+
+
+def pack(out: Any, structure: tuple) -> Any:
+    """The result :func:`unpack` took apart, from the kernel's outputs."""
+    kind = structure[0]
+    if kind is _ONE:
+        return _make(out, structure[1])
+    if kind is _RAW:
+        return out
+    _, tree, names = structure
+    return jax.tree.unflatten(tree, [v if n is None else _make(v, n) for v, n in zip(out, names)])
+
+
+_ONE, _RAW, _TREE = "one", "raw", "tree"
+
+
+# --------------------------------------------------------------------------------------------------------
+# The pytree boundary: canonical storage (names sorted), whatever order the value holds them in
+
+
+@functools.lru_cache(maxsize=4096)
+def _canonical_perm(names: tuple[str, ...]) -> tuple[tuple[str, ...], tuple[int, ...]] | None:
+    """(sorted names, their positions in ``names``), or None when ``names`` is already sorted."""
+    canon = canonical(names)
+    if canon == names:
+        return None
+    return canon, tuple(names.index(n) for n in canon)
+
+
+def canonical_storage(x: NamedArray) -> tuple[Any, tuple[str, ...]]:
+    """(storage with the names sorted, the sorted names): what ``x`` flattens to.
+
+    Under a trace this is one ``transpose`` where the value leaves it (XLA fuses it into the producer);
+    for a concrete value it runs once and is kept, so passing the same value to a jitted function again
+    costs nothing.
+    """
+    names = x.names
+    if len(names) < 2:
+        return x.data, names
+    plan = _canonical_perm(names)
+    if plan is None:
+        return x.data, names
+    flat = x._flat
+    if flat is not None:
+        return flat
+    canon, order = plan
+    d = x.data
+    if not hasattr(d, "ndim"):  # JAX unflattens placeholders (object(), None) and flattens them again
+        return d, canon
+    p = d.ndim - len(names)
+    out = (transpose(d, tuple(range(p)) + tuple(p + i for i in order)), canon)
+    if not isinstance(d, jax.core.Tracer):  # a tracer must not outlive its trace
+        x._flat = out
+    return out
 
 
 def _flatten_with_keys(x: NamedArray):
-    return ((jax.tree_util.GetAttrKey("data"), x.data),), x.names
+    d, names = canonical_storage(x)
+    return ((jax.tree_util.GetAttrKey("data"), d),), names
 
 
 def _flatten(x: NamedArray):
-    return (x.data,), x.names
+    d, names = canonical_storage(x)
+    return (d,), names
+
+
+def _optree_flatten(x: NamedArray):
+    d, names = canonical_storage(x)
+    return (d,), names, ("data",)
 
 
 jax.tree_util.register_pytree_with_keys(
     NamedArray, _flatten_with_keys, NamedArray.tree_unflatten, flatten_func=_flatten)
 optree.register_pytree_node(
     NamedArray,
-    lambda x: ((x.data,), x.names, ("data",)),
+    _optree_flatten,
     NamedArray.tree_unflatten,
     namespace="namedarray",
 )

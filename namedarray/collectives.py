@@ -53,7 +53,8 @@ from . import engine
 from . import env as _env
 from .array import NamedArray, _make, from_storage, is_named
 from .errors import AxisSizeError, AxisSpecError, DuplicateAxisError, fmt_names
-from .shape import canonical, duplicates
+from .layout import align
+from .shape import duplicates
 from .wrapping import wrap
 
 __all__ = ["psum", "pmean", "pmax", "pmin", "all_gather", "ppermute", "pshuffle", "psum_scatter",
@@ -110,8 +111,8 @@ def _carry(x: Any, names: Sequence[str], where: str) -> tuple[NamedArray, list[i
         env = _env.current()
         for n in missing:
             sizes[n] = env.size(n, where)
-        out = canonical(sizes)
-        x = _make(engine.align(x, out, sizes), out)
+        out = x.names + tuple(missing)
+        x = _make(align(x, out, sizes), out)
     return x, [sizes[n] for n in names]
 
 

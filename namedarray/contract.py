@@ -1,9 +1,9 @@
 """Contractions: ``dot``, ``tensordot`` and ``pdot`` by name; ``matmul``, ``vdot``, ``inner``, ``outer``.
 
 Named contractions lower straight to ONE ``lax.dot_general`` on the storage arrays, with dimension numbers
-computed from the axis names, followed by at most one transpose into canonical storage order (positional axes
-first, names sorted). Eagerly each is one cached kernel (see :mod:`namedarray.engine`), so a named dot costs
-what ``jnp.dot`` costs.
+computed from the axis names; the result keeps ``dot_general``'s natural order (batch, then the left
+operand's free axes, then the right's), transposed only to bring positional axes first. Eagerly each is one
+cached kernel (see :mod:`namedarray.engine`), so a named dot costs what ``jnp.dot`` costs.
 
 * ``nx.dot(a, b, axis="k")`` contracts the named axes in ``axis`` (both operands must carry them); every
   other name broadcasts by name and positional axes broadcast as in ``a * b``: it equals
@@ -28,7 +28,7 @@ what ``jnp.dot`` costs.
 from __future__ import annotations
 
 import operator
-from collections.abc import Hashable, Sequence
+from collections.abc import Collection, Hashable, Sequence
 from typing import Any
 
 import jax
@@ -39,9 +39,9 @@ from jax import lax
 from . import engine
 from . import env as _env
 from .array import NamedArray, _make
-from .errors import AxisSizeError, AxisSpecError, DuplicateAxisError, fmt_names
+from .errors import AxisSizeError, AxisSpecError, DuplicateAxisError, fmt_names, not_an_array
 from .shape import duplicates
-from .wrapping import wrap
+from .wrapping import to_storage, wrap
 
 __all__ = ["dot", "vdot", "matmul", "tensordot", "inner", "outer", "pdot"]
 
@@ -51,14 +51,17 @@ __all__ = ["dot", "vdot", "matmul", "tensordot", "inner", "outer", "pdot"]
 
 
 def _dot_labels(a, a_labels: Sequence[Hashable], b, b_labels: Sequence[Hashable],
-                out_labels: Sequence[Hashable], precision, preferred_element_type):
+                out_pos: Sequence[Hashable], out_named: Collection[Hashable], precision,
+                preferred_element_type) -> tuple[Any, list]:
     """Contract storage arrays ``a`` and ``b`` whose axes carry (unique) labels, like an einsum.
 
-    A label in both operands and not in ``out_labels`` is contracted; in both and in the output it is a batch
+    A label in both operands and not in the output is contracted; in both and in the output it is a batch
     axis; in one operand and in the output it is a free axis; in one operand and not in the output it is
-    summed first (``dot_general`` only contracts axes both sides have). The result's axes are ``out_labels``.
+    summed first (``dot_general`` only contracts axes both sides have). The result holds the positional
+    labels ``out_pos`` first, in that order, then the labels of ``out_named`` in ``dot_general``'s natural
+    order (batch axes, then ``a``'s free axes, then ``b``'s): returns (result, those named labels in order).
     """
-    out_set = set(out_labels)
+    out_set = set(out_pos) | set(out_named)
     a_labels, b_labels = list(a_labels), list(b_labels)
     a_set, b_set = set(a_labels), set(b_labels)
     # As jnp.dot: the result has the requested type, else the promoted one. The pre-sums return it too
@@ -75,15 +78,19 @@ def _dot_labels(a, a_labels: Sequence[Hashable], b, b_labels: Sequence[Hashable]
         b_labels = [l for i, l in enumerate(b_labels) if i not in drop]
         b_set = set(b_labels)
     contract = [l for l in a_labels if l in b_set and l not in out_set]
-    batch = [l for l in out_labels if l in a_set and l in b_set]
+    # positional batch axes in the output's order, then named ones in a's order (what positional code picks)
+    batch = ([l for l in out_pos if l in a_set and l in b_set]
+             + [l for l in a_labels if l in b_set and l in out_set and l not in out_pos])
     dims = ((tuple(a_labels.index(l) for l in contract), tuple(b_labels.index(l) for l in contract)),
             (tuple(a_labels.index(l) for l in batch), tuple(b_labels.index(l) for l in batch)))
     out = lax.dot_general(a, b, dims, precision=precision, preferred_element_type=out_type)
     got = batch + [l for l in a_labels if l not in b_set] + [l for l in b_labels if l not in a_set]
-    perm = tuple(got.index(l) for l in out_labels)
+    pos_set = set(out_pos)
+    named = [l for l in got if l not in pos_set]
+    perm = tuple(got.index(l) for l in out_pos) + tuple(got.index(l) for l in named)
     if perm != tuple(range(len(perm))):
         out = lax.transpose(out, perm)
-    return out
+    return out, named
 
 
 def _result(out: NamedArray, operands: tuple):
@@ -106,10 +113,20 @@ def _name_tuple(axis: Any, where: str) -> tuple[str, ...]:
     return names
 
 
-def _operand(v: Any) -> Any:
-    if type(v) is NamedArray or isinstance(v, (jax.Array, np.ndarray, np.generic, bool, int, float, complex)):
+def _operand(v: Any, k: int, where: str, what: str = "argument") -> Any:
+    """Operand ``k`` of ``where`` as a NamedArray or array, or a ``TypeError`` naming it (``None``, a string,
+    a dict, ...)."""
+    if type(v) is NamedArray or isinstance(v, (jax.Array, bool, int, float, complex)):
         return v
-    return jnp.asarray(v)
+    if isinstance(v, (np.ndarray, np.generic)) and not isinstance(v, (str, bytes)):
+        if v.dtype.kind in "OUSV":  # object, string or void arrays: jax would fail inside the kernel
+            raise not_an_array(where, f"{what} {k}", v)
+        return v
+    return to_storage(v, where, f"{what} {k}")
+
+
+def _operands(args: tuple, where: str) -> tuple:
+    return tuple(_operand(v, k, where) for k, v in enumerate(args))
 
 
 def _carries(names: Sequence[str], operands: Sequence[NamedArray], where: str) -> None:
@@ -166,10 +183,10 @@ def _dot_impl(static, a, b):
     a_lab += [("n", m) for m in a.names]
     b_lab += [("n", m) for m in b.names]
     contracted = set(names)
-    out_names = tuple(sorted((set(a.names) | set(b.names)) - contracted))
-    out_lab = [("p", j) for j in range(n)] + [("n", m) for m in out_names]
-    out = _dot_labels(ad, a_lab, bd, b_lab, out_lab, precision, preferred_element_type)
-    return _make(out, out_names)
+    out_named = [("n", m) for m in (set(a.names) | set(b.names)) - contracted]
+    out, named = _dot_labels(ad, a_lab, bd, b_lab, [("p", j) for j in range(n)], out_named, precision,
+                             preferred_element_type)
+    return _make(out, tuple(m for _, m in named))
 
 
 def dot(a: Any, b: Any, axis: str | Sequence[str] | None = None, *, precision: Any = None,
@@ -190,11 +207,11 @@ def dot(a: Any, b: Any, axis: str | Sequence[str] | None = None, *, precision: A
     >>> nx.dot(jnp.ones((2, 3)), r).shape  # jnp.dot of (2, 3) and (3,), for each b
     (2,)
     """
+    a, b = ops = _operands((a, b), "nx.dot")
     if axis is None:
         return engine.lift(jnp.dot, (a, b), {"precision": precision,
                                               "preferred_element_type": preferred_element_type}, "nx.dot")
     names = (axis,) if type(axis) is str else _name_tuple(axis, "nx.dot")
-    ops = (_operand(a), _operand(b))
     return _result(engine.run(_dot_impl, (names, precision, preferred_element_type, "nx.dot"), ops), ops)
 
 
@@ -250,11 +267,11 @@ def _tensordot_impl(static, a, b):
         if free_a[n] != free_b[n]:
             raise AxisSizeError(f"{where}: axis {n!r} has size {free_a[n]} in argument 0 but size "
                                 f"{free_b[n]} in argument 1")
-    out_names = tuple(sorted(free_a.keys() | free_b.keys()))
-    out_lab = ([("a", i) for i in range(pa) if i not in ra] + [("b", i) for i in range(pb) if i not in rb]
-               + [("n", n) for n in out_names])
-    out = _dot_labels(a.data, a_lab, b.data, b_lab, out_lab, precision, preferred_element_type)
-    return _make(out, out_names)
+    out_pos = [("a", i) for i in range(pa) if i not in ra] + [("b", i) for i in range(pb) if i not in rb]
+    out_named = [("n", n) for n in free_a.keys() | free_b.keys()]
+    out, named = _dot_labels(a.data, a_lab, b.data, b_lab, out_pos, out_named, precision,
+                             preferred_element_type)
+    return _make(out, tuple(n for _, n in named))
 
 
 def _normalize_axes(axes: Any, where: str):
@@ -300,7 +317,7 @@ def tensordot(a: Any, b: Any, axes: Any = 2, *, precision: Any = None,
     """
     where = "nx.tensordot"
     ax = _normalize_axes(axes, where)
-    ops = (_operand(a), _operand(b))
+    ops = _operands((a, b), where)
     return _result(engine.run(_tensordot_impl, (ax, precision, preferred_element_type, where), ops), ops)
 
 
@@ -363,16 +380,16 @@ def _pdot_impl(static, x, y):
 
     x_lab = labels(px, cx, bx, "x") + [("n", n) for n in x.names]
     y_lab = labels(py, cy, by, "y") + [("n", n) for n in y.names]
-    out_names = tuple(sorted((set(x.names) | set(y.names)) - set(axis_names)))
-    # dot_general's order: batch, then x's free axes, then y's free axes; names last, sorted
-    out_lab = ([("b", k) for k in range(len(bx))]
+    out_named = [("n", n) for n in (set(x.names) | set(y.names)) - set(axis_names)]
+    # dot_general's order: batch, then x's free axes, then y's free axes; names last, in natural order
+    out_pos = ([("b", k) for k in range(len(bx))]
                + [("x", i) for i in range(px) if i not in cx and i not in bx]
-               + [("y", i) for i in range(py) if i not in cy and i not in by]
-               + [("n", n) for n in out_names])
-    out = _dot_labels(x.data, x_lab, y.data, y_lab, out_lab, precision, preferred_element_type)
+               + [("y", i) for i in range(py) if i not in cy and i not in by])
+    out, named = _dot_labels(x.data, x_lab, y.data, y_lab, out_pos, out_named, precision,
+                             preferred_element_type)
     if scale != 1:
         out = out * jnp.asarray(scale, out.dtype)
-    return _make(out, out_names)
+    return _make(out, tuple(n for _, n in named))
 
 
 def pdot(x: Any, y: Any, axis_name: str | Sequence[str], pos_contract: Any = _NO_AXES,
@@ -397,7 +414,7 @@ def pdot(x: Any, y: Any, axis_name: str | Sequence[str], pos_contract: Any = _NO
     names = (axis_name,) if type(axis_name) is str else _name_tuple(axis_name, where)
     pc = _pos_pair(pos_contract, "pos_contract", where)
     pb = _pos_pair(pos_batch, "pos_batch", where)
-    ops = (_operand(x), _operand(y))
+    ops = _operands((x, y), where)
     out = engine.run(_pdot_impl, (names, pc, pb, precision, preferred_element_type, where), ops)
     return _result(out, ops)
 
@@ -417,6 +434,7 @@ def matmul(a: Any, b: Any, *, precision: Any = None,
 
     Operands need a positional axis each, as in NumPy; to contract a named axis use :func:`dot`.
     """
+    a, b = _operands((a, b), "nx.matmul")
     for i, v in enumerate((a, b)):
         if not np.shape(v) if type(v) is not NamedArray else not v.shape:
             names = fmt_names(v.names) if type(v) is NamedArray and v.names else "no named axes either"
@@ -436,6 +454,7 @@ def vdot(a: Any, b: Any, *, precision: Any = None,
     >>> nx.vdot(x, jnp.ones(5)).named_shape
     {'left': 2}
     """
+    a, b = _operands((a, b), "nx.vdot")
     return engine.lift(jnp.vdot, (a, b), {"precision": precision,
                                            "preferred_element_type": preferred_element_type}, "nx.vdot")
 
@@ -448,6 +467,7 @@ def inner(a: Any, b: Any, *, precision: Any = None,
     >>> nx.inner(nx.wrap(jnp.ones((2, 3)), ["b", None]), jnp.ones((4, 3))).shape
     (4,)
     """
+    a, b = _operands((a, b), "nx.inner")
     return engine.lift(jnp.inner, (a, b), {"precision": precision,
                                             "preferred_element_type": preferred_element_type}, "nx.inner")
 
@@ -461,4 +481,5 @@ def outer(a: Any, b: Any, out: None = None) -> NamedArray | jax.Array:
     """
     if out is not None:
         raise NotImplementedError("nx.outer: the 'out' argument is not supported (JAX arrays are immutable)")
+    a, b = _operands((a, b), "nx.outer")
     return engine.lift(jnp.outer, (a, b), {}, "nx.outer")

@@ -179,7 +179,7 @@ def parse(spec: str) -> Spec:
 
 
 class Plan(NamedTuple):
-    subscripts: str  # over storage axes; output already in canonical storage order
+    subscripts: str  # over storage axes; output names in the contraction's natural order
     path: Any  # a fixed contraction path: no search at call time
     out_names: tuple[str, ...]
 
@@ -293,7 +293,7 @@ def plan(spec: str, layouts: tuple[tuple[tuple[int, ...], tuple[str, ...] | None
         out_letters = tuple(sorted(c for c, m in counts.items() if m == 1))
         out_ell = 0 if any(t.ellipsis is not None for t in p.inputs) else None
         kept = {n for n, ks in written.items() if len(ks) == 1}
-    out_names = tuple(sorted(kept | broadcast))
+    out_names = _natural(carried, kept | broadcast)
 
     # ---- symbols on storage axes -----------------------------------------------------------------------
     symbol: dict[Any, str] = {}
@@ -329,6 +329,19 @@ def plan(spec: str, layouts: tuple[tuple[tuple[int, ...], tuple[str, ...] | None
         path = tuple(map(tuple, opt_einsum.contract_path(subscripts, *shapes, shapes=True,
                                                          optimize="greedy")[0]))
     return Plan(subscripts, path, out_names)
+
+
+def _natural(carried: list[tuple[str, ...]], out: set[str]) -> tuple[str, ...]:
+    """The output names in the order the contraction produces them (no transpose after it): for two
+    operands ``dot_general``'s (names both carry, then the first's own, then the second's own, each in its
+    operand's order); otherwise the order of first appearance."""
+    if len(carried) == 2:
+        both = set(carried[0]) & set(carried[1])
+        order = ([n for n in carried[0] if n in both] + [n for n in carried[0] if n not in both]
+                 + [n for n in carried[1] if n not in both])
+    else:
+        order = list(dict.fromkeys(n for names in carried for n in names))
+    return tuple(n for n in order if n in out)
 
 
 # --------------------------------------------------------------------------------------------------------
@@ -375,7 +388,7 @@ def einsum(spec: str, *operands: Any, precision: Any = None,
     if not isinstance(spec, str):
         raise EinsumSpecError(f"nx.einsum takes the subscripts string first, got {type(spec).__name__} (the "
                               "interleaved operand/sublist form of numpy.einsum is not supported)")
-    ops = tuple(_operand(v) for v in operands)
+    ops = tuple(_operand(v, k, f"nx.einsum({spec!r})", "operand") for k, v in enumerate(operands))
     # the static configuration starts with the op's name: errors raised on the result (a resource
     # conflict inside nx.xmap) say which operation made it
     static = ("nx.einsum", spec, precision, preferred_element_type)

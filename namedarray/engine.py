@@ -27,11 +27,11 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
 from . import env as _env
-from .array import NamedArray, _make, from_storage, is_named
+from . import kernels
+from .array import NamedArray, _make, from_storage, is_named, pack, unpack
 from .errors import (
     AxisSizeError,
     AxisSpecError,
@@ -40,7 +40,8 @@ from .errors import (
     UnboundAxisError,
     fmt_names,
 )
-from .shape import canonical, join_sizes
+from .layout import align, join, named_sizes, pos_ndim, union
+from .shape import join_sizes
 
 __all__ = ["run", "elementwise", "reduce", "along", "lift", "normalize_axis", "stats"]
 
@@ -50,72 +51,16 @@ try:  # the concrete array type: `type(d) is _ArrayImpl` rules out a tracer far 
 except ImportError:  # pragma: no cover - a jax without it only loses the shortcut
     _ArrayImpl = _Tracer
 
-# Eager kernels: static configuration -> jitted implementation. Bounded by the number of distinct
-# (operation, static arguments) pairs a program uses; jax.jit keeps its own per-layout cache inside.
-_kernels: dict = {}
-
-
-class _Stats:
-    """Counters the tests read to check the mechanism (one dispatch per eager op), not timings."""
-
-    def __init__(self):
-        self.kernels_built = 0
-        self.eager_calls = 0
-
-    def reset(self) -> None:
-        self.__init__()
-
-
-stats = _Stats()
-
-
-class _Kernel:
-    """One jitted implementation on *storage* arrays, for one layout of its operands.
-
-    Operands enter as raw arrays (no NamedArray pytree to flatten per call) and the result's structure (its
-    axis names) is recorded when jax traces the kernel. Names never depend on sizes or dtypes, only on the
-    operands' names and ranks, which the layout key fixes, so one recorded structure serves every call.
-    """
-
-    __slots__ = ("jitted", "names", "tree")
-
-    def __init__(self, impl: Callable, static: Any, layout: tuple):
-        self.names = None  # the result's names, when the result is one NamedArray
-        self.tree = None  # else its pytree structure
-
-        def on_storage(*datas):
-            ops = [d if lay is None or lay[0] is None else _make(d, lay[0]) for d, lay in zip(datas, layout)]
-            out = impl(static, *ops)
-            if type(out) is NamedArray:
-                self._record(out.names, None)
-                return out.data
-            leaves, tree = jax.tree.flatten(out)
-            self._record(None, tree)
-            return leaves
-
-        self.jitted = jax.jit(on_storage)
-
-    def _record(self, names, tree) -> None:
-        if self.names is None and self.tree is None:
-            self.names, self.tree = names, tree
-        elif (names, tree) != (self.names, self.tree):
-            raise AssertionError(f"the result structure of a kernel changed between traces: "
-                                 f"{self.names or self.tree} then {names or tree}")
-
-    def __call__(self, datas):
-        out = self.jitted(*datas)
-        if self.names is not None:
-            return _make(out, self.names)
-        return jax.tree.unflatten(self.tree, out)
+stats = kernels.stats
 
 
 def run(impl: Callable, static: Any, operands: tuple) -> Any:
     """Run ``impl(static, *operands)``: inline when tracing, else as one cached jitted kernel.
 
-    The eager kernel cache is keyed by the implementation, its static configuration, the axis environment
-    and the operands' layout (names and rank); jax's own cache inside each kernel handles shapes, dtypes
-    and weak types. ``static`` must be hashable for the kernel to be cached (else the implementation runs
-    op by op).
+    The eager kernel (:mod:`namedarray.kernels`) is keyed by the implementation, its static configuration
+    (strictly: ``1`` and ``1.0`` differ), the axis environment and the operands' layout (names and rank);
+    jax's own cache inside each kernel handles shapes, dtypes and weak types. An unhashable ``static``
+    runs op by op.
 
     >>> import namedarray as nx, jax.numpy as jnp
     >>> def scaled(static, x):
@@ -138,112 +83,38 @@ def run(impl: Callable, static: Any, operands: tuple) -> Any:
             datas.append(v)
             layout.append((None, getattr(v, "ndim", -1)) if v is not None else None)
     env = _env.current()
-    layout = tuple(layout)
-    key = (impl, static, layout, None if env is _env.EMPTY else env)
-    try:
-        kernel = _kernels.get(key)
-    except TypeError:  # unhashable static configuration: run op by op rather than fail
+    kernel = kernels.kernel_for(impl, static, tuple(layout), None if env is _env.EMPTY else env,
+                                _make, unpack)
+    if kernel is None:  # unhashable static configuration: run op by op rather than fail
         return impl(static, *operands)
-    if kernel is None:
-        kernel = _kernels[key] = _Kernel(impl, static, layout)
-        stats.kernels_built += 1
     stats.eager_calls += 1
-    return kernel(datas)
+    try:
+        return kernel(datas, pack)
+    except BaseException:
+        kernels.forget_failed(kernel)
+        raise
 
 
 def _run_traced(impl: Callable, static: Any, operands: tuple):
     out = impl(static, *operands)
     if _env.current().resources:  # inside nx.xmap with resources: no value may use one twice
-        from .resources import check_created
-
-        check_created(out, static)
+        for check in _created_checks:
+            check(out, static)
     return out
 
 
-def clear_cache() -> None:
-    """Forget every eager kernel (tests that count kernels start from an empty table)."""
-    _kernels.clear()
+# Checks on every value an operation creates under nx.xmap with resources, installed from above
+# (namedarray.resources) so that the engine imports nothing of the layers built on it.
+_created_checks: list[Callable[[Any, Any], None]] = []
 
 
-# --------------------------------------------------------------------------------------------------------
-# Alignment
+def install_created_check(check: Callable[[Any, Any], None]) -> None:
+    """Have every traced operation inside ``nx.xmap`` with resources call ``check(result, static)``."""
+    if check not in _created_checks:
+        _created_checks.append(check)
 
 
-def named_sizes(x: NamedArray) -> dict[str, int]:
-    """``x``'s named shape as a plain dict, checking that a transform left its storage valid.
-
-    >>> import namedarray as nx, jax.numpy as jnp
-    >>> named_sizes(nx.wrap(jnp.zeros((2, 3)), ["a", ...]))
-    {'a': 2}
-    """
-    d = x.data
-    k = len(x.names)
-    if d.ndim < k:
-        raise AxisSpecError(
-            f"a NamedArray with names {fmt_names(x.names)} holds data of rank {d.ndim}: a transform "
-            "(vmap/scan/map) mapped one of its named axes; map a positional axis instead")
-    return dict(zip(x.names, d.shape[d.ndim - k:]))
-
-
-def pos_ndim(x: NamedArray) -> int:
-    """The number of positional axes (negative when a transform mapped a named axis away).
-
-    >>> import namedarray as nx, jax.numpy as jnp
-    >>> pos_ndim(nx.wrap(jnp.zeros((2, 3)), ["a", ...]))
-    1
-    """
-    return x.data.ndim - len(x.names)
-
-
-def align(v: Any, names: tuple[str, ...], sizes: dict[str, int] | None = None) -> Any:
-    """Storage of ``v`` laid out as (its positional axes, ``names``), size 1 where ``v`` lacks a name.
-
-    Right-aligned broadcasting of such storages is then exactly broadcasting by name plus NumPy's
-    positional rules. Missing names are broadcast to ``sizes`` when given. ``names`` must be canonical
-    (sorted) and include every name of ``v``.
-
-    >>> import namedarray as nx, jax.numpy as jnp
-    >>> align(nx.wrap(jnp.zeros((5, 3)), [None, "b"]), ("a", "b")).shape
-    (5, 1, 3)
-    """
-    if type(v) is NamedArray:
-        if v.names == names:
-            return v.data
-        d = v.data
-        p = d.ndim - len(v.names)
-        if sizes is None and p == 0 and names[len(names) - len(v.names):] == v.names:
-            # a trailing run of the names (a bias {hidden} against {batch, hidden}): NumPy's right-aligned
-            # broadcasting already lines it up, exactly as positional code would rely on
-            return d
-        own = dict(zip(v.names, d.shape[p:]))
-        extra = set(v.names) - set(names)
-        if extra:
-            raise AxisSpecError(f"cannot align names {fmt_names(v.names)} to {fmt_names(names)}")
-        # v.names is a sorted subset of the sorted `names`: a reshape inserts the missing axes.
-        shape = d.shape[:p] + tuple(own.get(n, 1) for n in names)
-        d = jax.lax.reshape(d, shape)  # the primitive: jnp's reshape costs trace time on every op
-        if sizes is not None:
-            d = jnp.broadcast_to(d, d.shape[:p] + tuple(sizes[n] for n in names))
-        return d
-    if not names or v is None or isinstance(v, (int, float, complex, bool)):
-        return v
-    v = jnp.asarray(v)
-    if v.ndim == 0:
-        return v
-    d = jax.lax.reshape(v, v.shape + (1,) * len(names))
-    if sizes is not None:
-        d = jnp.broadcast_to(d, v.shape + tuple(sizes[n] for n in names))
-    return d
-
-
-def join(operands: Sequence[Any], where: str) -> dict[str, int]:
-    """The named shape of the broadcast of ``operands``; a name with two sizes is an :class:`AxisSizeError`.
-
-    >>> import namedarray as nx, jax.numpy as jnp
-    >>> join([nx.wrap(jnp.zeros(2), ["a"]), 1.0, nx.wrap(jnp.zeros(3), ["b"])], "example")
-    {'a': 2, 'b': 3}
-    """
-    return join_sizes([named_sizes(v) if type(v) is NamedArray else None for v in operands], where)
+clear_cache = kernels.clear_caches
 
 
 # --------------------------------------------------------------------------------------------------------
@@ -252,31 +123,58 @@ def join(operands: Sequence[Any], where: str) -> dict[str, int]:
 
 def _elementwise_impl(static, *operands):
     fn, where, kwargs = static
-    named = [v for v in operands if type(v) is NamedArray]
-    first = named[0]
-    names = first.names
+    names = union(operands)
+    pos = -1
+    ranks_differ = False
+    for v in operands:  # the positional rank of each operand: equal ranks need no padding
+        r = pos_ndim(v) if type(v) is NamedArray else getattr(v, "ndim", 0)
+        if r < 0:
+            named_sizes(v)  # raises: a transform mapped one of its named axes
+        if r and pos >= 0 and r != pos:
+            ranks_differ = True
+        pos = max(pos, r)
     same = True
-    for v in named[1:]:
-        if v.names != names:
+    k = len(names)
+    for v in operands:
+        if type(v) is NamedArray and v.names != names:
             same = False
             break
-    if same:
-        k = len(names)
-        for v in named:  # trace time only: a transform that mapped a named axis left too few dims
-            if v.data.ndim < k:
-                named_sizes(v)
-        tail = first.data.shape[first.data.ndim - k:] if k else ()
-        for v in named[1:]:
-            if (v.data.shape[v.data.ndim - k:] if k else ()) != tail:
-                join(operands, where)  # raises the size error with the user's names
-        datas = [align(v, names) for v in operands]
+    if same:  # one layout: check the named sizes agree without building the join (trace time only)
+        tail = None
+        for v in operands:
+            if type(v) is NamedArray:
+                t = v.data.shape[v.data.ndim - k:] if k else ()
+                if tail is None:
+                    tail = t
+                elif t != tail:
+                    join(operands, where)  # raises the size error with the user's names
     else:
-        names = canonical(join(operands, where))
-        datas = [align(v, names) for v in operands]
-    out = fn(*datas, **dict(kwargs))
+        join(operands, where)
+    pad = pos if ranks_differ else None
+    datas = [align(v, names, pos=pad) for v in operands]
+    try:
+        out = fn(*datas, **dict(kwargs))
+    except (TypeError, ValueError):
+        _check_positional(operands, where)
+        raise
     if isinstance(out, tuple):
         return tuple(_make(o, names) for o in out)
     return _make(out, names)
+
+
+def _check_positional(operands: tuple, where: str) -> None:
+    """Raise an :class:`AxisSizeError` in the user's terms when the positional shapes do not broadcast
+    (the storage shapes jax would report include the named axes)."""
+    shapes = [v.shape if type(v) is NamedArray else tuple(getattr(v, "shape", ())) for v in operands]
+    try:
+        np.broadcast_shapes(*shapes)
+    except ValueError:
+        parts = ", ".join(
+            f"argument {i}: shape {s}" + (f" with named axes {fmt_names(v.names)}"
+                                         if type(v) is NamedArray and v.names else "")
+            for i, (v, s) in enumerate(zip(operands, shapes)))
+        raise AxisSizeError(f"{where}: the positional shapes do not broadcast ({parts}); named axes "
+                            "broadcast by name, positional axes by NumPy's rules") from None
 
 
 def elementwise(fn: Callable, operands: tuple, where: str, kwargs: tuple = ()) -> Any:
@@ -357,7 +255,7 @@ def _broadcast_missing(x: NamedArray, names: Sequence[str]) -> NamedArray:
     sizes = named_sizes(x)
     for n in missing:
         sizes[n] = env.size(n)
-    out_names = canonical(sizes)
+    out_names = x.names + tuple(missing)
     return _make(align(x, out_names, sizes), out_names)
 
 
@@ -461,28 +359,35 @@ def _is_dynamic(v) -> bool:
 
 
 def vectorize(f: Callable, named_flags: Sequence[tuple[str, ...] | None], names: tuple[str, ...]):
-    """``f`` on storages, vmapped over ``names`` (sorted), the first name innermost.
+    """``f`` on storages, vmapped over ``names``: its outputs end with the named axes in the order ``names``.
 
-    The outermost map takes the last name, so each map finds its name as the last storage axis of the
-    operands that carry it (names are stored sorted) once the maps outside it have taken theirs, and each
-    stacks its results last: the outputs come out with their names sorted, as storage wants.
+    ``named_flags`` are the operands' storage names (None for a plain operand). Each map stacks its results
+    last, so the first name is the innermost map and the last the outermost; a map finds its name among the
+    operand's trailing named axes that the maps outside it have not taken yet.
     """
     fn = f
-    for name in names:
-        in_axes = tuple(-1 if (ns is not None and name in ns) else None for ns in named_flags)
-        fn = jax.vmap(fn, in_axes=in_axes, out_axes=-1, axis_name=name)
+    for j, name in enumerate(names):
+        outer = names[j + 1:]
+        in_axes = []
+        for ns in named_flags:
+            if ns is None or name not in ns:
+                in_axes.append(None)
+            else:
+                left = [n for n in ns if n not in outer]
+                in_axes.append(left.index(name) - len(left))  # counted from the end: names are last
+        fn = jax.vmap(fn, in_axes=tuple(in_axes), out_axes=-1, axis_name=name)
     return fn
 
 
 def _lift_impl(static, *dyn):
     f, treedef, slots, where = static
     try:
-        sizes = join(dyn, where)
+        join(dyn, where)
     except AxisSizeError:  # say which argument (and where in its pytree), not which dynamic leaf
         join_sizes([named_sizes(v) if type(v) is NamedArray else None for v in dyn], where,
                    _dyn_labels(treedef, slots))
         raise
-    names = canonical(sizes)
+    names = union(dyn)
     flags = [v.names if type(v) is NamedArray else None for v in dyn]
 
     def body(*datas):

@@ -105,6 +105,33 @@ def install(nx) -> None:
     def __round__(self, ndigits=None):
         return nx.round(self, ndigits or 0)
 
+    def unwrap(self, axes=None):
+        """The positional array with named axes placed by ``axes`` (see :func:`namedarray.unwrap`).
+
+        >>> import namedarray as nx, jax.numpy as jnp
+        >>> nx.wrap(jnp.zeros((2, 3)), ["a", "b"]).unwrap({0: "b", 1: "a"}).shape
+        (3, 2)
+        """
+        return nx.unwrap(self, axes)
+
+    def astype(self, dtype):
+        """The same named array with another element type (``nx.astype``).
+
+        >>> import namedarray as nx, jax.numpy as jnp
+        >>> nx.wrap(jnp.zeros(3), ["k"]).astype("int8").dtype
+        dtype('int8')
+        """
+        return nx.astype(self, dtype)
+
+    def rename(self, mapping=None, /, **names):
+        """Rename named axes: ``x.rename({"old": "new"})`` or ``x.rename(old="new")``."""
+        return nx.rename(self, {**(mapping or {}), **names})
+
+    from .render import html_repr, text_repr
+
+    cls.unwrap, cls.astype, cls.rename = unwrap, astype, rename
+    cls.__repr__ = text_repr
+    cls._repr_html_ = html_repr
     cls.__round__ = __round__
     cls.reshape = reshape
     cls.transpose = transpose

@@ -38,8 +38,8 @@ from . import engine
 from . import env as _env
 from .array import NamedArray, _make, from_storage
 from .errors import AxisSizeError, AxisSpecError, DuplicateAxisError
+from .layout import union
 from .lifted import rest_of
-from .shape import canonical
 from .wrapping import wrap
 
 __all__ = ["relu", "relu6", "gelu", "sigmoid", "silu", "swish", "softplus", "tanh", "elu", "celu", "selu",
@@ -131,7 +131,7 @@ def _full(operands: tuple, where: str, labels: tuple[str, ...]) -> tuple[list, t
     broadcast.
     """
     sizes = engine.join(operands, where)
-    names = canonical(sizes)
+    names = union(operands)
     shapes = [(v.shape if type(v) is NamedArray else np.shape(v), label)
               for v, label in zip(operands, labels) if v is not None]
     try:

@@ -35,8 +35,9 @@ from typing import Any
 import jax
 from jax.sharding import AxisType, NamedSharding, PartitionSpec
 
+from . import engine
 from . import env as _env
-from .array import NamedArray
+from .array import NamedArray, _make
 from .errors import DivisibilityError, MissingResourceError, ResourceConflictError, ResourceError
 
 # The user-facing part; the rest of the module serves nx.xmap (and the engine's check_created hook).
@@ -288,9 +289,12 @@ def check_divisible(plan: Plan, sizes: Mapping[str, int], where: str, origin: Ma
 
 
 def conflict(names, resources: Mapping[str, tuple]) -> tuple[str, str, str] | None:
-    """The first (name, name, resource) such that both names map to the resource, or ``None``."""
+    """The first (name, name, resource) such that both names map to the resource, or ``None``.
+
+    Names are taken in sorted order, so the message does not depend on the order a value stores them in.
+    """
     owner: dict[str, str] = {}
-    for n in names:
+    for n in sorted(names):
         for r in resources.get(n, ()):
             if r in owner:
                 return owner[r], n, r
@@ -331,6 +335,9 @@ def check_created(out: Any, static: Any = None) -> None:
                     *c, f"a value returned from {_op_name(static)} created at {user_location()}"))
 
 
+engine.install_created_check(check_created)
+
+
 def _op_name(static: Any) -> str:
     for s in static if isinstance(static, tuple) else (static,):
         if isinstance(s, str) and s.startswith("nx."):
@@ -362,7 +369,4 @@ def constrain(data: jax.Array, spec: PartitionSpec, mesh: Any) -> jax.Array:
 def constrain_named(x: NamedArray, plan: Plan, mesh, resources: Mapping[str, tuple]) -> NamedArray:
     """``x`` with its storage constrained by xmap's rule: split resourced names' dims, replicate the rest."""
     spec = storage_spec(x.data.ndim, x.names, lambda n: plan.mesh_axes(n, resources))
-    out = object.__new__(NamedArray)
-    out.data = constrain(x.data, spec, mesh)
-    out.names = x.names
-    return out
+    return _make(constrain(x.data, spec, mesh), x.names)

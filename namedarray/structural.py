@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import jax.numpy as jnp
+from jax import lax
 
 from . import engine
 from .array import NamedArray, _make, as_storage
@@ -106,8 +107,34 @@ def stack(arrays: Sequence[Any], axis: int | str = 0, out: None = None, dtype: A
     return engine.lift(jnp.stack, (arrays,), {"axis": axis, "dtype": dtype}, "nx.stack")
 
 
+def _gather_by_name(a: NamedArray, name: str, indices: NamedArray, mode: Any, fill_value: Any) -> NamedArray:
+    """An embedding lookup: ``a`` along ``name`` at named ``indices``, as ONE gather whose result is laid out
+    as positional code's ``table[indices]``: the indices' axes, then ``a``'s other axes (no transpose of the
+    table or of the result, whatever order the table is stored in)."""
+    p = engine.pos_ndim(a)
+    ax = p + a.names.index(name)
+    n = a.data.shape[ax]
+    idx = indices.data
+    if mode == "wrap":
+        idx, gmode = idx % n, lax.GatherScatterMode.PROMISE_IN_BOUNDS
+    elif mode == "clip":
+        gmode = lax.GatherScatterMode.CLIP
+    else:  # as jnp.take: negative indices count from the end, the rest out of range give fill_value
+        idx, gmode = jnp.where(idx < 0, idx + n, idx), lax.GatherScatterMode.FILL_OR_DROP
+    k = idx.ndim
+    # positional axes of `a` first, then the indices' names, then a's other names
+    dnums = lax.GatherDimensionNumbers(offset_dims=tuple(range(p)) + tuple(range(p + k, a.data.ndim - 1 + k)),
+                                       collapsed_slice_dims=(ax,), start_index_map=(ax,))
+    sizes = tuple(1 if i == ax else a.data.shape[i] for i in range(a.data.ndim))
+    out = lax.gather(a.data, idx[..., None], dnums, sizes, mode=gmode, fill_value=fill_value)
+    return _make(out, indices.names + tuple(m for m in a.names if m != name))
+
+
 def _take_impl(static, a, indices):
     name, mode, fill_value, where = static
+    if (type(indices) is NamedArray and not indices.shape and not set(indices.names) & set(a.names)
+            and mode in (None, "fill", "clip", "wrap")):
+        return _gather_by_name(a, name, indices, mode, fill_value)
     moved = untag(a, name, where=where)
     out = engine.lift(lambda x, i: jnp.take(x, i, axis=-1, mode=mode, fill_value=fill_value),
                       (moved, indices), {}, where)

@@ -17,10 +17,10 @@ from collections.abc import Mapping
 from typing import Any
 
 import jax
+import numpy as np
 
 from . import env as _env
-from .array import NamedArray, _make, as_storage, from_storage, transpose
-from .engine import align
+from .array import NamedArray, _make, from_storage, to_storage, transpose
 from .errors import (
     AxisSpecError,
     DuplicateAxisError,
@@ -30,7 +30,8 @@ from .errors import (
     fmt_names,
     no_axis,
 )
-from .shape import canonical, check_name, duplicates
+from .layout import align
+from .shape import check_name, duplicates
 from .specs import AxisSpec, parse
 
 __all__ = ["wrap", "unwrap", "rename", "tag", "untag"]
@@ -47,11 +48,11 @@ def wrap(array: Any, axes: Any = None, *, where: str = "nx.wrap") -> NamedArray:
     >>> nx.wrap(jnp.ones((5, 20)), [None, "batch"]).named_shape
     {'batch': 20}
     """
-    spec = axes if isinstance(axes, AxisSpec) else parse(axes, where)
+    spec = _parse_spec(axes, where)
     if isinstance(array, NamedArray):
         data, old = array.data, array.names
     else:
-        data, old = as_storage(array), ()
+        data, old = to_storage(array, where, "array"), ()
     p = data.ndim - len(old)
     _check_rank(spec, p, where, data.shape[:p])
     new = dict((n, pos) for pos, n in spec.axes)
@@ -60,11 +61,34 @@ def wrap(array: Any, axes: Any = None, *, where: str = "nx.wrap") -> NamedArray:
         raise DuplicateAxisError(f"{where}: the array already has named axes {fmt_names(clash)}")
     if not new:
         return array if isinstance(array, NamedArray) else _make(data, ())
-    names = canonical(list(old) + list(new))
-    named_positions = set(new.values())
-    positional = [i for i in range(p) if i not in named_positions]
-    perm = tuple(positional) + tuple(new[n] if n in new else p + old.index(n) for n in names)
-    return _make(transpose(data, perm), names)
+    # the source order: the new names in the order of their positions, then the names it had
+    added = sorted(new, key=new.__getitem__)
+    positional = [i for i in range(p) if i not in set(new.values())]
+    perm = tuple(positional) + tuple(new[n] for n in added) + tuple(range(p, data.ndim))
+    return _make(transpose(data, perm), tuple(added) + tuple(old))
+
+
+_SPEC_FORMS = ("a dict {position: name} (e.g. {0: 'batch'}), a list of names for the leading axes ending "
+               "with ... (e.g. ['batch', ...]), or a list of names without ... that also asserts the rank "
+               "(e.g. ['batch', None])")
+
+
+def _parse_spec(axes: Any, where: str) -> AxisSpec:
+    """``parse(axes)``, with a message saying which forms are accepted for a value of the wrong type."""
+    if isinstance(axes, AxisSpec):
+        return axes
+    if axes is None or isinstance(axes, (Mapping, list, tuple, str)):
+        return parse(axes, where)
+    # an int, a NumPy scalar or array, a set, ...: xmap does not accept them either
+    hint = ""
+    if isinstance(axes, (int, np.integer)) and not isinstance(axes, bool):
+        hint = f"; to name positional axis {int(axes)}, write {{{int(axes)}: 'name'}}"
+    elif isinstance(axes, np.ndarray) and axes.ndim == 1 and axes.dtype.kind == "U":
+        hint = f"; write the names as a list, e.g. [{', '.join(map(repr, axes.tolist()))}, ...]"
+    elif isinstance(axes, (set, frozenset)):
+        hint = "; a set has no order: use a list, or a dict {position: name}"
+    raise AxisSpecError(f"{where}: axes must be an axis specification: {_SPEC_FORMS}; but got: {axes!r} "
+                        f"({type(axes).__name__}){hint}")
 
 
 def _check_rank(spec: AxisSpec, rank: int, where: str, shape: tuple[int, ...]) -> None:
@@ -99,11 +123,14 @@ def unwrap(x: Any, axes: Any = None, *, where: str = "nx.unwrap",
     >>> nx.unwrap(x, ["b", "a"]).shape
     (3, 2)
     """
-    spec = axes if isinstance(axes, AxisSpec) else parse(axes, where)
+    spec = _parse_spec(axes, where)
+    if sizes is not None and not isinstance(sizes, Mapping):
+        raise TypeError(f"{where}: sizes must be a dict {{name: size}}, got {sizes!r} "
+                        f"({type(sizes).__name__})")
     if isinstance(x, NamedArray):
         data, names = x.data, x.names
     else:
-        data, names = as_storage(x), ()
+        data, names = to_storage(x, where, "x"), ()
     p = data.ndim - len(names)
     placed = dict((n, pos) for pos, n in spec.axes)
     unplaced = [n for n in names if n not in placed]
@@ -125,7 +152,7 @@ def unwrap(x: Any, axes: Any = None, *, where: str = "nx.unwrap",
                 raise UnboundAxisError(
                     f"{where}: the value does not carry axis {n!r} and its size is unknown here; a name is "
                     f"broadcast by unwrap only inside nx.xmap, where its size is bound")
-        names_full = canonical(own)
+        names_full = names + tuple(missing)
         data = align(_make(data, names), names_full, own)
         names = names_full
     rank = p + len(names)
@@ -153,6 +180,9 @@ def rename(x: NamedArray, mapping: Mapping[str, str], where: str = "rename") -> 
     """
     if not isinstance(x, NamedArray):
         raise AxisSpecError(f"{where}: expected a NamedArray, got {type(x).__name__}")
+    if not isinstance(mapping, Mapping):
+        raise TypeError(f"{where}: the renaming must be a dict {{old_name: new_name}}, got {mapping!r} "
+                        f"({type(mapping).__name__})")
     for old, new in mapping.items():
         check_name(new, where)
         if old not in x.names:

@@ -586,7 +586,8 @@ def test_results_never_depend_on_storage_order(case):
               lambda v: nx.cumsum(v, axis=sorted(v.named_shape)[-1])):
         ra, rb = f(a), f(b)
         assert jax.tree.structure(ra) == jax.tree.structure(rb)
-        np.testing.assert_array_equal(np.asarray(ra.data), np.asarray(rb.data))
+        # the pytree leaves are the canonical storage: equal values whatever order each result holds
+        np.testing.assert_array_equal(np.asarray(jax.tree.leaves(ra)[0]), np.asarray(jax.tree.leaves(rb)[0]))
 
 
 @settings(max_examples=30)
