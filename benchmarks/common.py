@@ -60,6 +60,23 @@ def _entry_and_fusion_free(text: str) -> str:
     return "\n".join(keep)
 
 
+def hlo_ops_all(compiled_text: str) -> collections.Counter:
+    """Opcode counts over every computation of an optimised HLO module, fusion bodies included.
+
+    XLA's CPU backend keeps layout changes as ``transpose`` instructions inside fusions, so counting
+    transposes needs the fusion bodies that ``hlo_ops`` leaves out.
+    """
+    return collections.Counter(m.group(1) for m in _INSTRUCTION.finditer(compiled_text))
+
+
+def layout_counts(compiled_text: str) -> dict[str, int]:
+    """The counts a layout comparison reports: work instructions (``hlo_ops``), transposes anywhere,
+    fusions."""
+    ops = hlo_ops(compiled_text)
+    return {"work": sum(ops.values()), "transpose": hlo_ops_all(compiled_text)["transpose"],
+            "fusion": ops.get("fusion", 0)}
+
+
 def collectives(compiled_text: str) -> dict[str, int]:
     return dict(collections.Counter(m.group(1) for m in COLLECTIVES.finditer(compiled_text)))
 
