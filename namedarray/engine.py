@@ -6,11 +6,13 @@ arrays (NamedArrays, jax/NumPy arrays, Python scalars). :func:`run` executes it:
 
 * under tracing (inside ``jit``/``grad``/``scan``/``xmap``) the implementation runs inline and emits the lax
   operations a positional programmer would write;
-* eagerly it runs as ONE cached ``jax.jit`` of the implementation per ``static``. The jit cache is keyed by
-  the operands' pytree structure (their axis names, in storage order), shapes, dtypes and weak types, so
-  alignment (reshapes, transposes, broadcasts) is fused with the operation into a single dispatch.
+* eagerly it runs as ONE cached kernel (:mod:`namedarray.kernels`): a ``jax.jit`` of the implementation per
+  static configuration, operand layout (axis names in storage order, ranks) and axis environment, traced
+  per shapes and dtypes, so alignment (:mod:`namedarray.layout`: reshapes, transposes, broadcasts) is
+  fused with the operation into a single dispatch.
 
-The implementations share three building blocks defined here: :func:`elementwise` (broadcast by name),
+Results keep the natural storage order of the layout rule (:mod:`namedarray.layout`). The implementations
+share three building blocks defined here: :func:`elementwise` (broadcast by name),
 :func:`reduce` (reduce over positions and names) and :func:`along` (an operation along one axis that keeps
 it), plus :func:`lift`, which vectorises any positional function over named axes (``nx.nmap``).
 

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import collections
 import functools
+import itertools
 import math
 import threading
 import types
@@ -35,6 +36,7 @@ from collections.abc import Callable
 from typing import Any
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 __all__ = ["MAX_KERNELS", "kernel_for", "clear_caches", "register_cache", "stats"]
@@ -67,10 +69,13 @@ stats = _Stats()
 def _typed(v: Any) -> Any:
     """``v`` as a strict, hashable key part: numbers keyed by type and exact value, user functions weakly."""
     t = type(v)
-    if t is str or v is None:
+    if t is str or v is None or t in _PLAIN:
         return v
+    if t is _UFUNC:  # jnp.add & co. hash in Python (slow): keyed by identity, and kept alive for it
+        _PINNED.setdefault(id(v), v)
+        return id(v)  # a bare int is unambiguous: numbers are keyed as (type, value)
     if t is tuple:
-        return tuple(map(_typed, v))
+        return tuple([x if type(x) is str else _typed(x) for x in v])
     if t is int or t is bool:
         return (t, v)
     if t is float:
@@ -88,9 +93,21 @@ def _typed(v: Any) -> Any:
     return v
 
 
+def _plain_types() -> frozenset:
+    """Types whose values are keys as they are (equality means sameness, no user function inside)."""
+    plain = {str, type(None), type, type(jnp.exp), type(Ellipsis)}
+    plain.add(type(jax.tree.structure(0)))
+    return frozenset(plain)
+
+
 def _float_key(v: float) -> str:
     # hex tells -0.0 from 0.0 and makes every NaN equal to itself, but drops a NaN's sign (signbit, copysign)
     return v.hex() if v == v else ("-nan" if math.copysign(1.0, v) < 0 else "nan")
+
+
+_PLAIN = _plain_types()
+_UFUNC = type(jnp.add)
+_PINNED: dict[int, Any] = {}
 
 
 def _method_key(m: types.MethodType) -> Any:
@@ -222,7 +239,7 @@ def _signature(d: Any) -> tuple | None:
 class Kernel:
     """One jitted implementation on storage arrays, for one layout of its operands."""
 
-    __slots__ = ("jitted", "result", "ok", "key", "weak_refs")
+    __slots__ = ("jitted", "result", "ok", "key", "weak_refs", "tick")
 
     def __init__(self, impl: Callable, static: Any, layout: tuple, make: Callable, unpack: Callable):
         result = self.result = _Result()
@@ -252,25 +269,28 @@ class Kernel:
     def __call__(self, datas: list, pack: Callable) -> Any:
         out = self.jitted(*datas)
         self.ok = True
-        return pack(out, self.result.lookup(datas))
+        result = self.result
+        return pack(out, result.single if not result.varies else result.lookup(datas))
 
 
 class _Table:
-    """The least-recently-used table of kernels, safe under threads."""
+    """The least-recently-used table of kernels, safe under threads.
+
+    A hit only stamps the kernel with a tick (no reordering on the hot path); an insert past the size
+    evicts the kernel with the oldest stamp.
+    """
 
     def __init__(self, size: int):
         self.size = size
-        self.kernels: collections.OrderedDict = collections.OrderedDict()
+        self.kernels: dict = {}
         self.lock = threading.Lock()
         self.dead: collections.deque = collections.deque()  # keys whose user functions were collected
+        self.clock = itertools.count()
 
     def get(self, key) -> Kernel | None:
         kernel = self.kernels.get(key)
         if kernel is not None:
-            try:
-                self.kernels.move_to_end(key)
-            except KeyError:  # evicted by another thread meanwhile: still usable for this call
-                pass
+            kernel.tick = next(self.clock)
         return kernel
 
     def put(self, key, kernel: Kernel, weak_parts: list) -> None:
@@ -281,11 +301,13 @@ class _Table:
 
         # the callbacks live as long as the kernel: evicted first, it takes them along and none fires
         kernel.weak_refs = tuple(weakref.ref(p, forget) for p in weak_parts)
+        kernel.tick = next(self.clock)
         with self.lock:
             self._purge()
             self.kernels[key] = kernel
             while len(self.kernels) > self.size:
-                self.kernels.popitem(last=False)
+                oldest = min(self.kernels, key=lambda k: self.kernels[k].tick)
+                del self.kernels[oldest]
 
     def drop(self, key, kernel: Kernel) -> None:
         with self.lock:

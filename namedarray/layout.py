@@ -54,7 +54,9 @@ def named_sizes(x: NamedArray) -> dict[str, int]:
     if d.ndim < k:
         raise AxisSpecError(
             f"a NamedArray with names {fmt_names(x.names)} holds data of rank {d.ndim}: a transform "
-            "(vmap/scan/map) mapped one of its named axes; map a positional axis instead")
+            f"(vmap/scan/map) mapped one of its named axes. Its flattened leaf holds the positional axes "
+            f"first and the {k} named axes last, so map a positional axis, counted from the front "
+            "(0 <= in_axes < x.ndim), not a negative one")
     return dict(zip(x.names, d.shape[d.ndim - k:]))
 
 

@@ -1,7 +1,7 @@
 """Text and HTML display of NamedArrays: dtype, positional shape, named shape, then the values.
 
-Values are shown with the positional axes first and the named axes after them, in the (sorted) order the
-header lists, so what is printed can be read without knowing the storage layout.
+Values are shown with the positional axes first and the named axes after them, in the storage order the
+header's ``axes=[...]`` lists, so what is printed can be read without knowing the storage layout.
 
 >>> import namedarray as nx, jax.numpy as jnp
 >>> print(repr(nx.wrap(jnp.arange(3), ["b"])))

@@ -1,9 +1,9 @@
 """Named shapes: the unordered name -> size part of a NamedArray's type.
 
 Names are unordered. A :class:`NamedShape` compares and hashes as a set of ``(name, size)`` pairs, and equals
-a plain ``dict`` with the same items. Storage order is a separate, internal matter: a NamedArray always stores
-its named axes sorted by name (:func:`canonical`), so two arrays with equal named shapes have equal pytree
-structure.
+a plain ``dict`` with the same items. Storage order is a separate, internal matter (see
+:mod:`namedarray.layout`): a NamedArray flattens to its named axes sorted by name (:func:`canonical`), so two
+arrays with equal named shapes have equal pytree structure.
 
 >>> from namedarray import NamedShape
 >>> NamedShape({"a": 2, "b": 5}) == NamedShape({"b": 5, "a": 2}) == {"b": 5, "a": 2}
@@ -83,7 +83,8 @@ def check_name(name: object, where: str) -> str:
 
 
 def canonical(names: Iterable[str]) -> tuple[str, ...]:
-    """The storage order of a set of names: sorted, so that equal named shapes store alike.
+    """The canonical storage order of a set of names (at the pytree boundary): sorted, so that equal named
+    shapes flatten alike.
 
     >>> canonical({"k": 5, "batch": 4})
     ('batch', 'k')

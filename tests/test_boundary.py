@@ -1,0 +1,124 @@
+"""The layout rule at every pytree boundary: values built with their names in other orders (natural
+intermediates) meet as equal structures with canonical storage, and values by name are unchanged."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+import pytest
+
+import namedarray as nx
+from namedarray import engine, errors
+
+
+@pytest.fixture
+def xy():
+    rng = np.random.default_rng(0)
+    d = rng.normal(size=(2, 3, 4)).astype(np.float32)  # (x, y, z)
+    a = nx.wrap(d, ["x", "y", "z"])
+    b = nx.wrap(d.transpose(2, 0, 1), ["z", "x", "y"])  # the same values, stored in another order
+    return d, a, b
+
+
+def _ref(v, order=("x", "y", "z")):
+    return np.asarray(v.unwrap(list(order)))
+
+
+def test_intermediates_keep_the_natural_order_and_flatten_canonically(xy):
+    d, a, b = xy
+    assert a.names == ("x", "y", "z") and b.names == ("z", "x", "y")  # no transpose on wrap
+    s = b * 2.0 + a  # the operand with most names leads (a tie: the first)
+    assert s.names == ("z", "x", "y")
+    leaf, = jax.tree.leaves(s)
+    np.testing.assert_allclose(np.asarray(leaf), 3 * d)  # canonical storage: names sorted
+    assert jax.tree.structure(s) == jax.tree.structure(a)
+
+
+def test_jit_arguments_and_outputs(xy):
+    d, a, b = xy
+    f = jax.jit(lambda u, v: (u * v, v.sum("z")))
+    p, q = f(a, b)
+    np.testing.assert_allclose(_ref(p), d * d, rtol=1e-6)
+    np.testing.assert_allclose(np.asarray(q.unwrap(["x", "y"])), d.sum(-1), rtol=1e-5)
+    p2, _ = f(b, a)  # the other order: the same trace (same treedef), the same values
+    np.testing.assert_allclose(_ref(p2), d * d, rtol=1e-6)
+
+
+def test_cond_branches_built_in_different_orders(xy):
+    d, a, b = xy
+
+    def f(pred, u):
+        return jax.lax.cond(pred, lambda v: v * 1.0, lambda v: nx.wrap(v.unwrap(["z", "y", "x"]),
+                                                                      ["z", "y", "x"]) + 1.0, u)
+
+    np.testing.assert_allclose(_ref(jax.jit(f)(True, a)), d)
+    np.testing.assert_allclose(_ref(jax.jit(f)(False, b)), d + 1)
+
+
+def test_scan_carry_changes_storage_order_inside_the_body(xy):
+    d, a, _ = xy
+
+    def body(c, _):
+        flipped = nx.wrap(c.unwrap(["y", "z", "x"]), ["y", "z", "x"])  # a non-canonical intermediate
+        return flipped * 2.0, flipped.sum("y")
+
+    c, ys = jax.lax.scan(body, a, None, length=3)
+    np.testing.assert_allclose(_ref(c), d * 8)
+    np.testing.assert_allclose(np.asarray(ys.unwrap([None, "x", "z"])),
+                               np.stack([d.sum(1) * 2 ** k for k in range(3)]), rtol=1e-5)
+
+
+def test_tree_map_and_optax_update_across_orders(xy):
+    d, a, b = xy
+    params = {"w": b}
+    total = jax.tree.map(lambda u, v: u + v, {"w": a}, params)
+    np.testing.assert_allclose(_ref(total["w"]), 2 * d)
+    opt = optax.adam(0.1)
+    state = opt.init(params)
+    grads = {"w": a * 1.0}  # gradients built in another storage order than the parameters
+    updates, state = opt.update(grads, state, params)
+    new = optax.apply_updates(params, updates)
+    ref_p = {"w": jnp.asarray(d)}
+    ref_u, _ = opt.update({"w": jnp.asarray(d)}, opt.init(ref_p), ref_p)
+    np.testing.assert_allclose(_ref(new["w"]), np.asarray(optax.apply_updates(ref_p, ref_u)["w"]),
+                               rtol=1e-6)
+
+
+def test_vmap_and_scan_over_a_positional_axis_give_valid_named_arrays():
+    d = np.arange(2 * 3 * 4, dtype=np.float32).reshape(2, 3, 4)
+    x = nx.wrap(d, [None, "z", "y"])  # positional first axis, names stored (z, y)
+    out = jax.vmap(lambda v: v.sum("y") * 1.0)(x)
+    np.testing.assert_allclose(np.asarray(out.unwrap([None, "z"])), d.sum(2))
+    _, ys = jax.lax.scan(lambda c, v: (c, v.sum("z")), 0.0, x)
+    np.testing.assert_allclose(np.asarray(ys.unwrap([None, "y"])), d.sum(1))
+
+
+def test_wrapping_data_in_any_order_then_adding_is_one_dispatch():
+    y, x = np.ones((3, 2), np.float32), np.ones((2, 3), np.float32)
+    a, b = nx.wrap(x, ["x", "y"]), nx.wrap(y, ["y", "x"])
+    (a + b).block_until_ready()  # warm
+    before = engine.stats.eager_calls
+    out = a + nx.wrap(y, ["y", "x"])
+    assert engine.stats.eager_calls - before == 1
+    np.testing.assert_allclose(np.asarray(out.unwrap(["x", "y"])), 2 * x)
+
+
+def test_positional_mismatch_names_the_positional_shapes():
+    x = nx.wrap(jnp.ones((2, 3, 4)), {1: "k"})  # positional (2, 4)
+    with pytest.raises(errors.AxisSizeError, match=r"positional shapes do not broadcast.*\(2, 4\).*\(3,\)"):
+        x + jnp.ones(3)
+
+
+def test_jacobian_of_named_to_named_is_a_clear_error():
+    x = nx.wrap(jnp.ones(3), ["i"])
+    with pytest.raises(errors.PositionalMisuseError, match="jax.jacfwd/jacrev"):
+        jax.jacrev(lambda v: v * 2.0)(x)
+    # the supported route: positional in, named inside
+    jac = jax.jacrev(lambda v: (nx.wrap(v, ["i"]) * 2.0).unwrap(["i"]))(jnp.ones(3))
+    np.testing.assert_allclose(np.asarray(jac), 2 * np.eye(3))
+
+
+def test_vmap_over_a_named_storage_axis_is_reported_when_it_leaves_too_few_axes():
+    x = nx.wrap(jnp.ones((3, 4)), ["a", "b"])  # no positional axes: in_axes=-1 can only reach a name
+    with pytest.raises(errors.AxisSpecError, match=r"mapped one of its named axes.*0 <= in_axes < x.ndim"):
+        jax.vmap(lambda v: v * 2, in_axes=-1)(x)
