@@ -381,7 +381,7 @@ def canonical_storage(x: NamedArray) -> tuple[Any, tuple[str, ...]]:
     if plan is None:
         return x.data, names
     flat = x._flat
-    if flat is not None:
+    if flat is not None and not flat[0].is_deleted():  # a copy donated to a jitted call is rebuilt
         return flat
     canon, order = plan
     d = x.data
@@ -389,7 +389,7 @@ def canonical_storage(x: NamedArray) -> tuple[Any, tuple[str, ...]]:
         return d, canon
     p = d.ndim - len(names)
     out = (transpose(d, tuple(range(p)) + tuple(p + i for i in order)), canon)
-    if not isinstance(d, jax.core.Tracer):  # a tracer must not outlive its trace
+    if not isinstance(out[0], jax.core.Tracer):  # a tracer (flattened inside a trace) must not outlive it
         x._flat = out
     return out
 

@@ -99,7 +99,7 @@ def getitem(x: NamedArray, index: Any) -> NamedArray:
     if any(isinstance(i, NamedArray) for i in index):
         index = tuple(_named_index(i) for i in index)
     if any(isinstance(i, NamedArray) for i in index):
-        return engine.lift(lambda a, idx: a[idx], (x, index), {}, "NamedArray.__getitem__")
+        return engine.lift(_getitem, (x, index), {}, "NamedArray.__getitem__")
     # jax's own eager indexing: it dispatches static indices without compiling a kernel per index value
     d = x.data
     k = len(x.names)
@@ -171,4 +171,13 @@ def _gather_by_name(x: NamedArray, name: str, idx: NamedArray):
         raise AxisSpecError(f"a NamedArray index for axis {name!r} must have no positional axes "
                             f"(got shape {idx.shape}); name them so they broadcast by name")
     moved = untag(x, name, where="indexing by name")
-    return engine.lift(lambda a, i: a[..., i], (moved, idx), {}, "indexing by name")
+    return engine.lift(_take_last, (moved, idx), {}, "indexing by name")
+
+
+# Module-level, not lambdas: the eager kernel of a lifted function is keyed by the function object
+def _getitem(a, idx):
+    return a[idx]
+
+
+def _take_last(a, i):
+    return a[..., i]

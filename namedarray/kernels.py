@@ -71,9 +71,8 @@ def _typed(v: Any) -> Any:
     t = type(v)
     if t is str or v is None or t in _PLAIN:
         return v
-    if t is _UFUNC:  # jnp.add & co. hash in Python (slow): keyed by identity, and kept alive for it
-        _PINNED.setdefault(id(v), v)
-        return id(v)  # a bare int is unambiguous: numbers are keyed as (type, value)
+    if t is _UFUNC:  # jnp.add & co. hash in Python (slow); a shared weak reference caches the hash
+        return weakref.ref(v)
     if t is tuple:
         return tuple([x if type(x) is str else _typed(x) for x in v])
     if t is int or t is bool:
@@ -107,7 +106,6 @@ def _float_key(v: float) -> str:
 
 _PLAIN = _plain_types()
 _UFUNC = type(jnp.add)
-_PINNED: dict[int, Any] = {}
 
 
 def _method_key(m: types.MethodType) -> Any:
@@ -123,7 +121,7 @@ def _weak_parts(v: Any, out: list) -> None:
     if t is tuple:
         for x in v:
             _weak_parts(x, out)
-    elif t is types.FunctionType or t is functools.partial:
+    elif t is types.FunctionType or t is functools.partial or t is _UFUNC:
         out.append(v)
     elif t is types.MethodType:
         try:
@@ -149,7 +147,7 @@ def _freeze(v):
     t = type(v)
     if t is tuple:
         return tuple(map(_freeze, v))
-    if t is types.FunctionType or t is functools.partial:
+    if t is types.FunctionType or t is functools.partial or t is _UFUNC:
         return _Ref(weakref.ref(v))
     if t is types.MethodType:
         try:
@@ -232,6 +230,8 @@ def _signature(d: Any) -> tuple | None:
     """What jax keys a trace on, for one operand: shape, dtype and weak type (as jit would see them)."""
     if d is None:
         return None
+    if isinstance(d, (list, tuple)):  # a nested list operand: jit sees a pytree of scalars
+        return tuple(map(_signature, d))
     aval = d.aval if hasattr(d, "aval") else jax.typeof(d)
     return (tuple(aval.shape), aval.dtype, bool(getattr(aval, "weak_type", False)))
 

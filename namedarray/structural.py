@@ -107,7 +107,7 @@ def stack(arrays: Sequence[Any], axis: int | str = 0, out: None = None, dtype: A
     return engine.lift(jnp.stack, (arrays,), {"axis": axis, "dtype": dtype}, "nx.stack")
 
 
-def _gather_by_name(a: NamedArray, name: str, indices: NamedArray, mode: Any, fill_value: Any) -> NamedArray:
+def _lookup_by_name(a: NamedArray, name: str, indices: NamedArray, mode: Any, fill_value: Any) -> NamedArray:
     """An embedding lookup: ``a`` along ``name`` at named ``indices``, as ONE gather whose result is laid out
     as positional code's ``table[indices]``: the indices' axes, then ``a``'s other axes (no transpose of the
     table or of the result, whatever order the table is stored in)."""
@@ -134,7 +134,7 @@ def _take_impl(static, a, indices):
     name, mode, fill_value, where = static
     if (type(indices) is NamedArray and not indices.shape and not set(indices.names) & set(a.names)
             and mode in (None, "fill", "clip", "wrap")):
-        return _gather_by_name(a, name, indices, mode, fill_value)
+        return _lookup_by_name(a, name, indices, mode, fill_value)
     moved = untag(a, name, where=where)
     out = engine.lift(lambda x, i: jnp.take(x, i, axis=-1, mode=mode, fill_value=fill_value),
                       (moved, indices), {}, where)

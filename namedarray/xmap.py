@@ -763,7 +763,7 @@ def _exit(ctx: _Ctx, value: Any, leaf: _Leaf, label: str):
             f"{_WHERE}: {label} has an out_axes specification of {leaf.text}, which requires the result of "
             f"the xmapped function to have at least {need} positional dimensions, but it only has {p} (shape "
             f"{x.shape})")
-    missing = [n for n in placed_names if n not in x.names]
+    missing = [placed[r] for r in sorted(placed) if placed[r] not in x.names]  # in output position order
     if missing:
         c = _res.conflict(tuple(x.names) + tuple(missing), ctx.resources)
         if c is not None:

@@ -122,3 +122,39 @@ def test_vmap_over_a_named_storage_axis_is_reported_when_it_leaves_too_few_axes(
     x = nx.wrap(jnp.ones((3, 4)), ["a", "b"])  # no positional axes: in_axes=-1 can only reach a name
     with pytest.raises(errors.AxisSpecError, match=r"mapped one of its named axes.*0 <= in_axes < x.ndim"):
         jax.vmap(lambda v: v * 2, in_axes=-1)(x)
+
+
+def test_a_value_flattened_inside_a_trace_keeps_no_tracer():
+    a = nx.NamedArray(jnp.arange(6.0).reshape(2, 3), ("c", "a"))  # non-canonical storage
+    inner = jax.jit(lambda v: v * 2)
+
+    @jax.jit
+    def outer(z):
+        return inner(a).sum(("a", "c")).unwrap() + z  # `a` is closed over: flattened inside the trace
+
+    assert float(outer(1.0)) == 31.0
+    np.testing.assert_allclose(np.asarray(inner(a).unwrap(["c", "a"])), 2 * np.arange(6.0).reshape(2, 3))
+
+
+def test_a_donated_canonical_copy_is_rebuilt_on_the_next_flatten():
+    b = nx.NamedArray(jnp.arange(6.0).reshape(2, 3), ("c", "a"))
+    jax.jit(lambda v: v * 1, donate_argnums=0)(b)
+    np.testing.assert_allclose(np.asarray(jax.jit(lambda v: v + 0)(b).unwrap(["c", "a"])),
+                               np.arange(6.0).reshape(2, 3))
+
+
+def test_list_and_tuple_operands_broadcast_positionally():
+    x = nx.wrap(jnp.ones((3, 2)), ["a", None])
+    np.testing.assert_allclose(np.asarray((x + [1.0, 2.0]).unwrap(["a", None])), np.ones((3, 2)) + [1, 2])
+    np.testing.assert_allclose(np.asarray(nx.add(x, (1, 2)).unwrap(["a", None])), np.ones((3, 2)) + [1, 2])
+
+
+def test_indexing_with_a_named_array_reuses_its_kernel():
+    x = nx.wrap(jnp.arange(12.0).reshape(3, 4), ["a", "b"])
+    idx = nx.wrap(jnp.array([2, 0]), ["k"])
+    x[{"a": idx}]
+    before = engine.stats.kernels_built
+    for _ in range(3):
+        out = x[{"a": idx}]
+    assert engine.stats.kernels_built == before
+    np.testing.assert_allclose(np.asarray(out.unwrap(["k", "b"])), np.arange(12.0).reshape(3, 4)[[2, 0]])
