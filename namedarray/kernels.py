@@ -37,6 +37,7 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
+import jax.scipy.special
 import numpy as np
 
 __all__ = ["MAX_KERNELS", "kernel_for", "clear_caches", "register_cache", "stats"]
@@ -69,27 +70,28 @@ stats = _Stats()
 def _typed(v: Any) -> Any:
     """``v`` as a strict, hashable key part: numbers keyed by type and exact value, user functions weakly."""
     t = type(v)
-    if t is str or v is None or t in _PLAIN:
+    if t is str or t in _PLAIN:
         return v
-    if t is _UFUNC:  # jnp.add & co. hash in Python (slow); a shared weak reference caches the hash
-        return weakref.ref(v)
-    if t is tuple:
-        return tuple([x if type(x) is str else _typed(x) for x in v])
-    if t is int or t is bool:
-        return (t, v)
-    if t is float:
-        return (float, _float_key(v))
-    if t is complex:
-        return (complex, _float_key(v.real), _float_key(v.imag))
-    if t is types.FunctionType or t is functools.partial:
-        return weakref.ref(v)  # the same shared ref object each time: cheap, and keeps nothing alive
-    if t is types.MethodType:
-        return _method_key(v)
+    key = _KEYS.get(t)
+    if key is not None:
+        return key(v)
     if isinstance(v, np.generic):
         return (t, v.tobytes())
-    if t is list or t is dict:  # unhashable: the caller runs op by op
-        raise TypeError("unhashable static configuration")
     return v
+
+
+def _tuple_key(v: tuple) -> tuple:
+    return tuple([x if type(x) is str else _typed(x) for x in v])
+
+
+def _function_key(v: Any) -> Any:
+    if id(v) in _JAX_FUNCTIONS:  # jax's own module-level functions live as long as jax
+        return v
+    return weakref.ref(v)  # the same shared ref object each time: cheap, and keeps nothing alive
+
+
+def _unhashable(v: Any):
+    raise TypeError("unhashable static configuration")  # the caller runs op by op
 
 
 def _plain_types() -> frozenset:
@@ -106,6 +108,32 @@ def _float_key(v: float) -> str:
 
 _PLAIN = _plain_types()
 _UFUNC = type(jnp.add)
+# how each type of static value becomes a key part (types not listed are keys as they are)
+_KEYS: dict[type, Callable[[Any], Any]] = {
+    tuple: _tuple_key,
+    int: lambda v: (int, v),
+    bool: lambda v: (bool, v),
+    float: lambda v: (float, _float_key(v)),
+    complex: lambda v: (complex, _float_key(v.real), _float_key(v.imag)),
+    types.FunctionType: _function_key,
+    functools.partial: _function_key,
+    _UFUNC: weakref.ref,  # jnp.add & co. hash in Python (slow); a shared weak reference caches the hash
+    types.MethodType: lambda v: _method_key(v),
+    list: _unhashable,
+    dict: _unhashable,
+}
+
+
+def _jax_functions() -> frozenset:
+    """Ids of the functions of jax's numpy, lax, nn and random modules: kept alive by their modules, so
+    keys hold them as they are (no weak reference to make on every call)."""
+    ids = set()
+    for module in (jnp, jnp.linalg, jnp.fft, jax.lax, jax.nn, jax.random, jax.scipy.special):
+        ids.update(id(f) for f in vars(module).values() if type(f) is types.FunctionType)
+    return frozenset(ids)
+
+
+_JAX_FUNCTIONS = _jax_functions()
 
 
 def _method_key(m: types.MethodType) -> Any:
@@ -121,7 +149,7 @@ def _weak_parts(v: Any, out: list) -> None:
     if t is tuple:
         for x in v:
             _weak_parts(x, out)
-    elif t is types.FunctionType or t is functools.partial or t is _UFUNC:
+    elif (t is types.FunctionType or t is functools.partial or t is _UFUNC) and id(v) not in _JAX_FUNCTIONS:
         out.append(v)
     elif t is types.MethodType:
         try:
