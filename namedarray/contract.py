@@ -126,7 +126,10 @@ def _operand(v: Any, k: int, where: str, what: str = "argument") -> Any:
 
 
 def _operands(args: tuple, where: str) -> tuple:
-    return tuple(_operand(v, k, where) for k, v in enumerate(args))
+    a, b = args
+    if type(a) is NamedArray and type(b) is NamedArray:  # the hot path: nothing to check
+        return args
+    return _operand(a, 0, where), _operand(b, 1, where)
 
 
 def _carries(names: Sequence[str], operands: Sequence[NamedArray], where: str) -> None:

@@ -33,7 +33,7 @@ import numpy as np
 
 from . import env as _env
 from . import kernels
-from .array import NamedArray, _make, from_storage, is_named, pack, unpack
+from .array import _ONE, NamedArray, _make, from_storage, is_named, pack, unpack
 from .errors import (
     AxisSizeError,
     AxisSpecError,
@@ -91,10 +91,16 @@ def run(impl: Callable, static: Any, operands: tuple) -> Any:
         return impl(static, *operands)
     stats.eager_calls += 1
     try:
-        return kernel(datas, pack)
+        out = kernel.jitted(*datas)
     except BaseException:
         kernels.forget_failed(kernel)
         raise
+    kernel.ok = True
+    result = kernel.result
+    structure = result.single if not result.varies else result.lookup(datas)
+    if structure[0] is _ONE:  # one NamedArray, the usual result: built here without a call to pack
+        return _make(out, structure[1])
+    return pack(out, structure)
 
 
 def _run_traced(impl: Callable, static: Any, operands: tuple):

@@ -72,6 +72,10 @@ def _typed(v: Any) -> Any:
     t = type(v)
     if t is str or t in _PLAIN:
         return v
+    if t is bool:  # flags (keepdims, ...): the commonest numbers in a static configuration
+        return _TRUE if v else _FALSE
+    if t is tuple:
+        return tuple([x if type(x) is str else _typed(x) for x in v]) if v else v
     key = _KEYS.get(t)
     if key is not None:
         return key(v)
@@ -108,6 +112,7 @@ def _float_key(v: float) -> str:
 
 _PLAIN = _plain_types()
 _UFUNC = type(jnp.add)
+_TRUE, _FALSE = (bool, True), (bool, False)
 # how each type of static value becomes a key part (types not listed are keys as they are)
 _KEYS: dict[type, Callable[[Any], Any]] = {
     tuple: _tuple_key,
