@@ -333,7 +333,7 @@ def unpack(out: Any) -> tuple[Any, tuple]:
     """
     if type(out) is NamedArray:
         return out.data, (_ONE, out.names)
-    if not isinstance(out, NamedArray) and hasattr(out, "ndim") and not isinstance(out, (tuple, list)):
+    if hasattr(out, "ndim") and not isinstance(out, (tuple, list)):
         return out, (_RAW,)
     leaves, tree = jax.tree.flatten(out, is_leaf=is_named)
     names = tuple(v.names if type(v) is NamedArray else None for v in leaves)

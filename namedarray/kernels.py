@@ -278,9 +278,9 @@ class Kernel:
         result = self.result = _Result()
         self.ok = False
         self.key = None
-        self.weak_refs = ()
         parts: list = []
         _weak_parts(static, parts)
+        self.weak_refs = parts  # what the table turns into weak references with callbacks (put)
         if parts:  # the kernel must not keep alive what its key holds weakly
             weak = _Weak(static)
 
@@ -379,9 +379,7 @@ def kernel_for(impl: Callable, static: Any, layout: tuple, env: Any, make: Calla
         return None
     if kernel is None:
         kernel = Kernel(impl, static, layout, make, unpack)
-        parts: list = []
-        _weak_parts(static, parts)
-        _table.put(key, kernel, parts)
+        _table.put(key, kernel, kernel.weak_refs)
         stats.kernels_built += 1
         kernel.key = key
     return kernel
