@@ -185,10 +185,12 @@ def _check_positional(operands: tuple, where: str) -> None:
                             "broadcast by name, positional axes by NumPy's rules") from None
 
 
-def elementwise(fn: Callable, operands: tuple, where: str, kwargs: tuple = ()) -> Any:
+def elementwise(fn: Callable, operands: tuple, where: str, kwargs: tuple = (),
+                static: kernels.Static | None = None) -> Any:
     """``fn(*operands)`` broadcast by name: the result's named shape is the union of the operands'.
 
-    ``kwargs`` are static options as sorted ``(name, value)`` pairs.
+    ``kwargs`` are static options as sorted ``(name, value)`` pairs. A declaration that calls this on every
+    use passes ``static=kernels.Static((fn, where, kwargs))``, built once, so each call skips key building.
 
     >>> import namedarray as nx, jax.numpy as jnp
     >>> elementwise(jnp.add, (nx.wrap(jnp.ones(2), ["a"]), nx.wrap(jnp.ones(3), ["b"])), "add").named_shape
@@ -196,7 +198,7 @@ def elementwise(fn: Callable, operands: tuple, where: str, kwargs: tuple = ()) -
     """
     for v in operands:
         if type(v) is NamedArray:
-            return run(_elementwise_impl, (fn, where, kwargs), operands)
+            return run(_elementwise_impl, (fn, where, kwargs) if static is None else static, operands)
     return fn(*operands, **dict(kwargs))
 
 
@@ -434,12 +436,6 @@ class _DynSlot:
 
     def __repr__(self):
         return "<dynamic>"
-
-    def __hash__(self):
-        return 0
-
-    def __eq__(self, other):
-        return other is self
 
 
 _DYN = _DynSlot()

@@ -9,7 +9,10 @@ A kernel is ``jax.jit`` of an operation's implementation on *storage* arrays, bu
 and traced by jax once per operand shapes and dtypes inside it. Three properties keep it correct under reuse:
 
 * **Keys are strict.** Static values that compare equal but mean different things get different kernels:
-  ``1``, ``1.0`` and ``True``; ``0.0`` and ``-0.0``. A NaN equals itself (one kernel, not one per call).
+  ``1``, ``1.0`` and ``True``; ``0.0`` and ``-0.0``; ``'float32'`` and ``np.dtype('float32')``. A NaN
+  equals itself (one kernel, not one per call). A call finds its kernel by its raw configuration first
+  (stored with its numbers made exact, :class:`_Exact`), so the usual call builds no key at all;
+  declarations called on every use pass a :class:`Static` built once.
 * **Nothing a failed call did stays behind.** A kernel whose first trace fails is dropped, and a kernel
   records its result structure per operand signature only after a trace succeeds, so a rejected call
   cannot change what a later valid call gets.
@@ -40,7 +43,7 @@ import jax.numpy as jnp
 import jax.scipy.special
 import numpy as np
 
-__all__ = ["MAX_KERNELS", "kernel_for", "clear_caches", "register_cache", "stats"]
+__all__ = ["MAX_KERNELS", "Static", "kernel_for", "clear_caches", "register_cache", "stats"]
 
 #: The most eager kernels kept at once (least recently used first out). Each holds a compiled executable
 #: per operand signature it has seen (about 1.4 MB on CPU, as a ``jax.jit`` executable does), so this bounds
@@ -67,6 +70,20 @@ stats = _Stats()
 # Keys
 
 
+class Static(tuple):
+    """A static configuration declared once (``nx.add``'s ``(jnp.add, "nx.add", ())``): its own key.
+
+    It equals only itself and hashes by identity, so a call with it costs no key building at all; it must
+    hold only what lives as long as the declaration (jax's own functions, names, options).
+    """
+
+    __slots__ = ()
+    __hash__ = object.__hash__
+    __eq__ = object.__eq__
+    __ne__ = object.__ne__
+
+
+
 def _typed(v: Any) -> Any:
     """``v`` as a strict, hashable key part: numbers keyed by type and exact value, user functions weakly."""
     t = type(v)
@@ -81,7 +98,7 @@ def _typed(v: Any) -> Any:
         return key(v)
     if isinstance(v, np.generic):
         return (t, v.tobytes())
-    return v
+    return v if t.__eq__ is object.__eq__ else (t, v)  # np.dtype('float32') == 'float32', but not as keys
 
 
 def _tuple_key(v: tuple) -> tuple:
@@ -100,7 +117,7 @@ def _unhashable(v: Any):
 
 def _plain_types() -> frozenset:
     """Types whose values are keys as they are (equality means sameness, no user function inside)."""
-    plain = {str, type(None), type, type(jnp.exp), type(Ellipsis)}
+    plain = {str, type(None), type, type(jnp.exp), type(Ellipsis), Static}
     plain.add(type(jax.tree.structure(0)))
     return frozenset(plain)
 
@@ -146,6 +163,80 @@ def _method_key(m: types.MethodType) -> Any:
         return (weakref.ref(m.__self__), m.__func__)
     except TypeError:  # an instance without weakref support: held strongly, bounded by the table's size
         return m
+
+
+class _Exact:
+    """A number in a stored key that equals only a number of its own type and exact value.
+
+    It hashes as the number does, so the raw configuration of a later call (``(..., 0, ...)``) finds the
+    stored key by its ordinary hash, and the comparison the dictionary makes then tells ``0`` from
+    ``0.0``, ``False`` and ``-0.0`` (a NaN has an identity hash and never matches: that call takes the
+    typed key).
+    """
+
+    __slots__ = ("value", "type", "hash", "exact")
+
+    def __init__(self, value):
+        self.value = value
+        self.type = type(value)
+        self.hash = hash(value)
+        self.exact = self.type is not float and self.type is not complex  # same type: == is exact
+
+    def __hash__(self) -> int:
+        return self.hash
+
+    def __eq__(self, other) -> bool:
+        if type(other) is not self.type:
+            return False
+        if self.exact:
+            return other == self.value
+        return _KEYS[self.type](other) == _KEYS[self.type](self.value)  # -0.0, NaN sign
+
+    def __ne__(self, other) -> bool:
+        return not self.__eq__(other)
+
+
+_NUMBERS = frozenset({bool, int, float, complex})
+# types whose values are equal only to themselves (or, for names, to the same name): raw keys as they are
+_IDENTICAL = frozenset({str, type(None), type, type(Ellipsis), Static, type(jnp.exp)})
+
+
+# types whose values may equal a value of another type (``np.dtype('float32') == 'float32'``,
+# ``jnp.int32 == np.int32``): a raw key compares them with their type
+_EXACT_TYPES = frozenset({np.dtype, type(jnp.int32), type(jax.tree.structure(0))})
+_WEAK_TYPES = frozenset({types.FunctionType, functools.partial, _UFUNC, types.MethodType})
+
+
+class _NotRaw(Exception):
+    pass
+
+
+def _exact(v: Any) -> Any:
+    """``v`` as a stored raw key: numbers and values of other types that may equal a value of another type
+    (``np.dtype('float32') == 'float32'``) made :class:`_Exact`; raise _NotRaw for what a raw key cannot
+    hold (a user function, held weakly)."""
+    t = type(v)
+    if t in _IDENTICAL:
+        return v
+    if t is tuple:
+        return tuple(map(_exact, v))
+    if t is types.FunctionType:
+        if id(v) in _JAX_FUNCTIONS:
+            return v
+        raise _NotRaw
+    if t in _NUMBERS or t in _EXACT_TYPES or isinstance(v, np.dtype):
+        return _Exact(v)
+    if t.__eq__ is object.__eq__ and t not in _WEAK_TYPES:  # equal only to itself
+        return v
+    raise _NotRaw
+
+
+def _raw_key(impl: Callable, static: Any, layout: tuple, env: Any) -> tuple | None:
+    """The key under which later calls find a kernel by their raw configuration, or None."""
+    try:
+        return (impl, _exact(static), layout, env)
+    except _NotRaw:
+        return None
 
 
 def _weak_parts(v: Any, out: list) -> None:
@@ -272,12 +363,13 @@ def _signature(d: Any) -> tuple | None:
 class Kernel:
     """One jitted implementation on storage arrays, for one layout of its operands."""
 
-    __slots__ = ("jitted", "result", "ok", "key", "weak_refs", "tick")
+    __slots__ = ("jitted", "result", "ok", "key", "raw", "weak_refs", "tick")
 
     def __init__(self, impl: Callable, static: Any, layout: tuple, make: Callable, unpack: Callable):
         result = self.result = _Result()
         self.ok = False
         self.key = None
+        self.raw = None
         parts: list = []
         _weak_parts(static, parts)
         self.weak_refs = parts  # what the table turns into weak references with callbacks (put)
@@ -310,12 +402,15 @@ class _Table:
     """The least-recently-used table of kernels, safe under threads.
 
     A hit only stamps the kernel with a tick (no reordering on the hot path); an insert past the size
-    evicts the kernel with the oldest stamp.
+    evicts the kernel with the oldest stamp. A kernel whose static configuration holds only names, numbers,
+    options and jax's own functions (the usual case) is also in ``raw``, found by the raw configuration
+    of a call (:func:`_raw_key`), so a hit builds no typed key.
     """
 
     def __init__(self, size: int):
         self.size = size
         self.kernels: dict = {}
+        self.raw: dict = {}
         self.lock = threading.Lock()
         self.dead: collections.deque = collections.deque()  # keys whose user functions were collected
         self.clock = itertools.count()
@@ -326,7 +421,7 @@ class _Table:
             kernel.tick = next(self.clock)
         return kernel
 
-    def put(self, key, kernel: Kernel, weak_parts: list) -> None:
+    def put(self, key, kernel: Kernel, weak_parts: list, raw: tuple | None) -> None:
         dead = self.dead
 
         def forget(_ref, key=key):
@@ -335,25 +430,35 @@ class _Table:
         # the callbacks live as long as the kernel: evicted first, it takes them along and none fires
         kernel.weak_refs = tuple(weakref.ref(p, forget) for p in weak_parts)
         kernel.tick = next(self.clock)
+        kernel.key = key
         with self.lock:
             self._purge()
+            self._remove(key)
             self.kernels[key] = kernel
+            if raw is not None:
+                kernel.raw = raw
+                self.raw[raw] = kernel
             while len(self.kernels) > self.size:
-                oldest = min(self.kernels, key=lambda k: self.kernels[k].tick)
-                del self.kernels[oldest]
+                self._remove(min(self.kernels, key=lambda k: self.kernels[k].tick))
 
     def drop(self, key, kernel: Kernel) -> None:
         with self.lock:
             if self.kernels.get(key) is kernel:
-                del self.kernels[key]
+                self._remove(key)
+
+    def _remove(self, key) -> None:
+        kernel = self.kernels.pop(key, None)
+        if kernel is not None and kernel.raw is not None and self.raw.get(kernel.raw) is kernel:
+            del self.raw[kernel.raw]
 
     def _purge(self) -> None:
         while self.dead:
-            self.kernels.pop(self.dead.popleft(), None)
+            self._remove(self.dead.popleft())
 
     def clear(self) -> None:
         with self.lock:
             self.kernels.clear()
+            self.raw.clear()
             self.dead.clear()
 
     def __len__(self) -> int:
@@ -373,15 +478,18 @@ def kernel_for(impl: Callable, static: Any, layout: tuple, env: Any, make: Calla
     result into (storage leaves, structure) and the caller's ``pack`` puts it back together.
     """
     try:
+        kernel = _table.raw.get((impl, static, layout, env))
+        if kernel is not None:
+            kernel.tick = next(_table.clock)
+            return kernel
         key = (impl, _typed(static), layout, env)
         kernel = _table.get(key)
-    except TypeError:
+    except TypeError:  # a list or dict inside: no key at all
         return None
     if kernel is None:
         kernel = Kernel(impl, static, layout, make, unpack)
-        _table.put(key, kernel, kernel.weak_refs)
+        _table.put(key, kernel, kernel.weak_refs, _raw_key(impl, static, layout, env))
         stats.kernels_built += 1
-        kernel.key = key
     return kernel
 
 

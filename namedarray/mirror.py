@@ -36,7 +36,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from . import engine
+from . import engine, kernels
 from .array import NamedArray
 from .errors import AxisSpecError, PositionalMisuseError, fmt_names
 from .shape import join_sizes
@@ -96,11 +96,12 @@ EXCLUDED = {"unwrap"}
 
 def _elementwise(fn: Callable, name: str, arity: int) -> Callable:
     where = f"nx.{name}"
+    static = kernels.Static((fn, where, ()))  # the kernel key of every plain call, built once
 
     @functools.wraps(fn)
     def f(*args, **kwargs):
         if not kwargs and len(args) == arity:  # the hot path of every operator
-            return engine.elementwise(fn, args, where)
+            return engine.elementwise(fn, args, where, static=static)
         operands, rest = args[:arity], args[arity:]
         if rest or any(_is_array(v) for v in kwargs.values()):
             return engine.lift(fn, args, kwargs, where)

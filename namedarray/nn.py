@@ -34,7 +34,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from . import engine
+from . import engine, kernels
 from . import env as _env
 from .array import NamedArray, _make, from_storage
 from .errors import AxisSizeError, AxisSpecError, DuplicateAxisError
@@ -62,11 +62,14 @@ def _activation(fn: Callable) -> Callable:
     name = fn.__name__
     where = f"nx.nn.{name}"
     params = list(inspect.signature(fn).parameters)[1:]
+    static = kernels.Static((fn, where, ()))
 
     @functools.wraps(fn)
     def f(x, *args, **kwargs):
         if type(x) is not NamedArray and not any(type(v) is NamedArray for v in (*args, *kwargs.values())):
             return fn(x, *args, **kwargs)
+        if not args and not kwargs:  # the usual call, with its key built once
+            return engine.elementwise(fn, (x,), where, static=static)
         kwargs.update(zip(params, args))
         if any(_is_array(v) for v in kwargs.values()):
             # an array-valued parameter (e.g. a per-feature negative_slope): vectorise over all names

@@ -212,6 +212,28 @@ def test_bool_and_int_statics(order):
     assert_same(nx.nmap(add)(x, 1).unwrap(["k"]), np.array([2, 1], np.int32))
 
 
+@pytest.mark.parametrize("order", [(1.0, 1, True), (True, 1, 1.0), (1, 1.0, True)])
+def test_number_statics_of_jax_functions(order):
+    # jax's own functions take the raw-key path (no user function held weakly): equally strict
+    raw = jnp.array([0, 2], jnp.int32)
+    x = nx.wrap(raw, ["k"])
+    for hi in order + order:
+        got = nx.nmap(jnp.clip)(x, 0, hi).unwrap(["k"])
+        assert_same(got, jnp.clip(raw, 0, hi))
+        assert got.dtype == jnp.clip(raw, 0, hi).dtype
+
+
+def test_dtype_and_string_statics_of_user_functions():
+    x = nx.wrap(jnp.ones(2), ["k"])
+
+    def kind(v, d):
+        return v * (2.0 if isinstance(d, str) else 3.0)
+
+    for d in ("float32", np.dtype("float32"), "float32"):
+        got = nx.nmap(kind)(x, d).unwrap(["k"])
+        assert_same(got, jnp.full(2, 2.0 if isinstance(d, str) else 3.0))
+
+
 @pytest.mark.parametrize("order", [(0.0, -0.0), (-0.0, 0.0)])
 def test_signed_zero_statics(order):
     y = nx.wrap(jnp.ones(3), ["k"])
