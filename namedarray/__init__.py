@@ -18,7 +18,7 @@ from .array import NamedArray
 from .kernels import clear_caches
 from .mirror import FUNCTIONS as _FUNCTIONS
 from .nmap import nmap
-from .shape import NamedShape
+from .shape import NamedShape, canonical_order, fix_canonical_order
 from .wrapping import rename, unwrap, wrap
 
 # The numpy mirror first; the named implementations below replace its lifted defaults.

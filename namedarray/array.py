@@ -3,9 +3,10 @@
 Storage layout (the one invariant everything else relies on): ``data`` holds the positional axes first and
 the named axes last, in the order ``names`` gives. The positional shape is derived from ``data``, so
 transforms that slice a leading positional axis (``vmap``, ``scan``, ``lax.map``) keep a NamedArray valid.
-The order of the named axes is free inside a computation and canonical (sorted) at the pytree boundary
-(see :mod:`namedarray.layout`): a NamedArray flattens to exactly one leaf, its storage with the names
-sorted, and the sorted names are the pytree's static aux data. So two NamedArrays with the same positional
+The order of the named axes is free inside a computation and canonical at the pytree boundary (see
+:mod:`namedarray.layout`): a NamedArray flattens to exactly one leaf, its storage with the names in the
+canonical order of their set (``nx.canonical_order``: the order the set first flattened in), and those
+names are the pytree's static aux data. So two NamedArrays with the same positional
 shape, named shape and dtype have the same pytree structure whatever order their axes were given in, and
 ``lax.cond`` branches, ``scan`` carries and ``tree_map`` over differently built arrays just work.
 
@@ -140,7 +141,7 @@ class NamedArray:
 
     @property
     def sharding(self) -> Any:
-        """The sharding of the storage array (positional axes first, then named axes sorted by name)."""
+        """The sharding of the storage array (positional axes first, then the named axes in ``names`` order)."""
         return self.data.sharding
 
     def __len__(self) -> int:
@@ -355,12 +356,12 @@ _ONE, _RAW, _TREE = "one", "raw", "tree"
 
 
 # --------------------------------------------------------------------------------------------------------
-# The pytree boundary: canonical storage (names sorted), whatever order the value holds them in
+# The pytree boundary: canonical storage (nx.canonical_order), whatever order the value holds them in
 
 
 @functools.lru_cache(maxsize=4096)
 def _canonical_perm(names: tuple[str, ...]) -> tuple[tuple[str, ...], tuple[int, ...]] | None:
-    """(sorted names, their positions in ``names``), or None when ``names`` is already sorted."""
+    """(canonical names, their positions in ``names``), or None when ``names`` is already canonical."""
     canon = canonical(names)
     if canon == names:
         return None
@@ -368,7 +369,7 @@ def _canonical_perm(names: tuple[str, ...]) -> tuple[tuple[str, ...], tuple[int,
 
 
 def canonical_storage(x: NamedArray) -> tuple[Any, tuple[str, ...]]:
-    """(storage with the names sorted, the sorted names): what ``x`` flattens to.
+    """(storage with the names in canonical order, those names): what ``x`` flattens to.
 
     Under a trace this is one ``transpose`` where the value leaves it (XLA fuses it into the producer);
     for a concrete value it runs once and is kept, so passing the same value to a jitted function again

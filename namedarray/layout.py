@@ -11,10 +11,13 @@ order of the named axes is free: *natural inside, canonical at the pytree bounda
   order of the source axes. An operand is transposed only where the operation itself needs it
   (:func:`align`).
 * Flattening (``jax.tree.flatten``, every jit boundary, ``scan`` carries, ``cond`` branches) gives the
-  *canonical* storage: names sorted (:func:`namedarray.shape.canonical`), via :func:`canonical_storage`. So
-  two NamedArrays with equal positional shape, named shape and dtype have equal pytree structure however
-  they were built, and the one transpose this may cost sits where a value leaves a trace, where XLA fuses
-  it into the producer.
+  *canonical* storage (:func:`namedarray.array.canonical_storage`): the names in the one order fixed for
+  their set, ``nx.canonical_order`` (:func:`namedarray.shape.canonical`), which is the order the set first
+  flattened in (or one ``nx.fix_canonical_order`` gave). So two NamedArrays with equal positional shape,
+  named shape and dtype have equal pytree structure however they were built; parameters, batches and
+  optimiser state cross jit in the order the program built them in, whatever their names are spelled;
+  and a transpose is needed only where a value leaves a trace in another order than its set's (XLA fuses
+  it into the producer).
 
 Results never depend on the storage order: every operation reads axes by name.
 

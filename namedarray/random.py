@@ -5,7 +5,7 @@ names whose sizes an enclosing ``nx.xmap`` binds. The result has positional shap
 ``named_shape`` together with the names of any NamedArray parameter (``p``, ``minval``, ``logits``, ...).
 
 Samples are independent along named axes: the named axes are drawn as extra trailing dimensions of one
-``jax.random`` call, in canonical (sorted) order. So a result never depends on the order the names are
+``jax.random`` call, in sorted order. So a result never depends on the order the names are
 listed in, is the same eagerly and under ``jit``, and (JAX's partitionable threefry being the default) does
 not depend on how it is sharded. A purely positional ``shape`` gives a value that is the same along every
 name, as in xmap.

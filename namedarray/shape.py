@@ -2,8 +2,8 @@
 
 Names are unordered. A :class:`NamedShape` compares and hashes as a set of ``(name, size)`` pairs, and equals
 a plain ``dict`` with the same items. Storage order is a separate, internal matter (see
-:mod:`namedarray.layout`): a NamedArray flattens to its named axes sorted by name (:func:`canonical`), so two
-arrays with equal named shapes have equal pytree structure.
+:mod:`namedarray.layout`): a NamedArray flattens to its named axes in the one canonical order of their set
+(:func:`canonical`), so two arrays with equal named shapes have equal pytree structure.
 
 >>> from namedarray import NamedShape
 >>> NamedShape({"a": 2, "b": 5}) == NamedShape({"b": 5, "a": 2}) == {"b": 5, "a": 2}
@@ -16,7 +16,8 @@ from collections.abc import Iterable, Iterator, Mapping
 
 from .errors import AxisSizeError, AxisSpecError
 
-__all__ = ["NamedShape", "check_name", "canonical", "duplicates", "join_sizes"]
+__all__ = ["NamedShape", "check_name", "canonical", "canonical_order", "fix_canonical_order", "duplicates",
+           "join_sizes"]
 
 
 class NamedShape(Mapping):
@@ -83,13 +84,69 @@ def check_name(name: object, where: str) -> str:
 
 
 def canonical(names: Iterable[str]) -> tuple[str, ...]:
-    """The canonical storage order of a set of names (at the pytree boundary): sorted, so that equal named
-    shapes flatten alike.
+    """The canonical storage order of a set of names at the pytree boundary (what flattening gives).
 
-    >>> canonical({"k": 5, "batch": 4})
-    ('batch', 'k')
+    It is the order the set had the first time this process asked (the first flatten of a value with exactly
+    these names, usually a parameter or a batch as the program built it), unless
+    :func:`fix_canonical_order` gave one before; it never changes afterwards. So equal named shapes always
+    flatten alike, and values cross jit, ``scan`` and ``cond`` boundaries in the order the program made
+    them in, not in an order that depends on how the names are spelled.
+
+    >>> canonical(("seq_doc", "batch_doc")), canonical(("batch_doc", "seq_doc"))
+    (('seq_doc', 'batch_doc'), ('seq_doc', 'batch_doc'))
     """
-    return tuple(sorted(names))
+    names = tuple(names)
+    order = _ORDERS.get(frozenset(names))
+    if order is None:
+        order = _ORDERS.setdefault(frozenset(names), names)  # atomic: two threads agree on one order
+    return order
+
+
+# name set -> its canonical order; only ever added to, so that every cached trace and treedef stays valid
+_ORDERS: dict[frozenset, tuple[str, ...]] = {}
+
+
+def canonical_order(names: Iterable[str]) -> tuple[str, ...]:
+    """The order in which NamedArrays with exactly these names flatten (``jax.tree.leaves``, jit arguments).
+
+    >>> import namedarray as nx
+    >>> nx.canonical_order(["embed_doc", "mlp_doc"])
+    ('embed_doc', 'mlp_doc')
+    """
+    names = tuple(names)
+    dup = duplicates(names)
+    if dup:
+        raise AxisSpecError(f"nx.canonical_order: names {dup} occur twice in {names}")
+    return canonical(names)
+
+
+def fix_canonical_order(*orders: Iterable[str]) -> None:
+    """Fix the canonical order of each set of names before anything flattens it.
+
+    The order a set gets by default is the one it first flattens in, which a deterministic program gives
+    the same on every run and every process. A program whose processes build values in different orders
+    (process 0 alone evaluating something, say), or that restores a checkpoint written by another program,
+    fixes the orders it relies on first, so that flattened leaves agree. Fixing a set again to the same
+    order is a no-op; to another order, an error (values already flattened would be misread).
+
+    >>> import namedarray as nx
+    >>> nx.fix_canonical_order(["batch_doc2", "seq_doc2"])
+    >>> nx.canonical_order(["seq_doc2", "batch_doc2"])
+    ('batch_doc2', 'seq_doc2')
+    """
+    for order in orders:
+        order = tuple(order)
+        for n in order:
+            check_name(n, "nx.fix_canonical_order")
+        dup = duplicates(order)
+        if dup:
+            raise AxisSpecError(f"nx.fix_canonical_order: names {dup} occur twice in {order}")
+        got = _ORDERS.setdefault(frozenset(order), order)
+        if got != order:
+            raise AxisSpecError(
+                f"nx.fix_canonical_order: the names {set(order)} already flatten in the order {got}, not "
+                f"{order}: fix it before the first value with these names is flattened (passed to jit, "
+                "jax.tree.leaves, ...)")
 
 
 def duplicates(names: Iterable[str]) -> list[str]:

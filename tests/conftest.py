@@ -1,5 +1,6 @@
 """Test setup: 8 simulated CPU devices, sync dispatch, and hypothesis profiles."""
 
+import contextlib
 import os
 
 import jax
@@ -22,3 +23,26 @@ hypothesis.settings.load_profile("ci" if os.environ.get("CI") else "default")
 @pytest.fixture
 def rng():
     return np.random.default_rng(0)
+
+
+@contextlib.contextmanager
+def fresh_canonical_orders():
+    """Run as a fresh process would: no name set has a canonical order yet.
+
+    A name set flattens in the order it first flattened in, in this process; tests that count compiled
+    layouts must not depend on which tests ran before them in the same worker.
+    """
+    import importlib
+
+    array = importlib.import_module("namedarray.array")
+    shape = importlib.import_module("namedarray.shape")  # (nx.shape is jnp.shape's mirror)
+
+    saved = dict(shape._ORDERS)
+    shape._ORDERS.clear()
+    array._canonical_perm.cache_clear()
+    try:
+        yield
+    finally:
+        shape._ORDERS.clear()
+        shape._ORDERS.update(saved)
+        array._canonical_perm.cache_clear()

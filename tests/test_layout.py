@@ -16,6 +16,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from conftest import fresh_canonical_orders
 
 optax = pytest.importorskip("optax")
 
@@ -56,6 +57,11 @@ def _tokens(seed=0):
 
 @functools.cache
 def _nx_counts(spelling: str | None) -> dict[str, int]:
+    with fresh_canonical_orders():  # as a fresh process compiles it, whatever ran before
+        return _nx_counts_now(spelling)
+
+
+def _nx_counts_now(spelling: str | None) -> dict[str, int]:
     model = gpt.make_nx_model(RESPELLINGS[spelling] if spelling else {})
     p = model.named_params(_params())
     step = gpt.make_step(model.loss, OPTIMIZER)
@@ -77,14 +83,6 @@ def test_respellings_change_the_sorted_order():
         assert sorted(gpt.LOGICAL, key=names.__getitem__) != natural
 
 
-# Open: values cross the jit boundary in canonical (sorted) storage, so parameters, gradients and optimiser
-# state are laid out by the spelling of their names, and the transposes around them still vary with it
-# (the small model: 40 transposes as written, 24-42 respelled, jnp 31). Strict: these start failing the
-# day they pass, so the marks come off with the fix.
-_BOUNDARY = pytest.mark.xfail(strict=True, reason="boundary layouts follow the sorted spelling of names")
-
-
-@_BOUNDARY
 @pytest.mark.parametrize("spelling", sorted(RESPELLINGS))
 def test_compiled_layout_does_not_depend_on_the_names(spelling):
     natural, respelled = _nx_counts(None), _nx_counts(spelling)
@@ -93,7 +91,6 @@ def test_compiled_layout_does_not_depend_on_the_names(spelling):
         "with the names as written")
 
 
-@_BOUNDARY
 def test_nx_step_transposes_within_ten_percent_of_jnp():
     # Fewer transposes than the positional program is fine; more than 10% more is a layout cost.
     nx_t, jnp_t = _nx_counts(None)["transpose"], _jnp_counts()["transpose"]
