@@ -127,7 +127,8 @@ def model_rows(name, models, quick):
 
 
 def main(quick: bool = False) -> str:
-    rows = model_rows("2-layer MLP", mlp_models(), quick) + model_rows("transformer block", block_models(), quick)
+    rows = (model_rows("2-layer MLP", mlp_models(), quick)
+            + model_rows("transformer block", block_models(), quick))
     return ("## Under jit (1 device)\n\n"
             + table(["model", "measure", "nx", "jnp", "nx vs jnp"], rows)
             + "\n\nCompiled instructions are the work instructions of the optimised HLO (fusions count once; "

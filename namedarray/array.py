@@ -141,7 +141,7 @@ class NamedArray:
 
     @property
     def sharding(self) -> Any:
-        """The sharding of the storage array (positional axes first, then the named axes in ``names`` order)."""
+        """The sharding of the storage array (positional axes first, then the named axes as ``names``)."""
         return self.data.sharding
 
     def __len__(self) -> int:

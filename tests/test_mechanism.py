@@ -16,9 +16,9 @@ import jax.monitoring
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from conftest import fresh_canonical_orders
 
 import namedarray as nx
-from conftest import fresh_canonical_orders
 from namedarray import engine
 
 _COMPILES: list[str] = []
