@@ -106,18 +106,32 @@ def canonical(names: Iterable[str]) -> tuple[str, ...]:
 _ORDERS: dict[frozenset, tuple[str, ...]] = {}
 
 
-def canonical_order(names: Iterable[str]) -> tuple[str, ...]:
-    """The order in which NamedArrays with exactly these names flatten (``jax.tree.leaves``, jit arguments).
+def canonical_order(names: Iterable[str]) -> tuple[str, ...] | None:
+    """The order in which NamedArrays with exactly these names flatten (``jax.tree.leaves``, jit arguments),
+    or None while none has flattened yet and no order was fixed (asking fixes nothing).
 
-    >>> import namedarray as nx
+    >>> import namedarray as nx, jax, jax.numpy as jnp
+    >>> nx.canonical_order(["mlp_doc", "embed_doc"]) is None
+    True
+    >>> _ = jax.tree.leaves(nx.wrap(jnp.zeros((2, 3)), ["mlp_doc", "embed_doc"]))
     >>> nx.canonical_order(["embed_doc", "mlp_doc"])
-    ('embed_doc', 'mlp_doc')
+    ('mlp_doc', 'embed_doc')
     """
+    names = _name_set(names, "nx.canonical_order")
+    return _ORDERS.get(frozenset(names))
+
+
+def _name_set(names: Iterable[str], where: str) -> tuple[str, ...]:
+    if isinstance(names, str):
+        raise AxisSpecError(f"{where}: expected a sequence of names, got the string {names!r} (write "
+                            f"[{names!r}, ...] for a set with more than one name)")
     names = tuple(names)
+    for n in names:
+        check_name(n, where)
     dup = duplicates(names)
     if dup:
-        raise AxisSpecError(f"nx.canonical_order: names {dup} occur twice in {names}")
-    return canonical(names)
+        raise AxisSpecError(f"{where}: names {dup} occur twice in {names}")
+    return names
 
 
 def fix_canonical_order(*orders: Iterable[str]) -> None:
@@ -135,12 +149,7 @@ def fix_canonical_order(*orders: Iterable[str]) -> None:
     ('batch_doc2', 'seq_doc2')
     """
     for order in orders:
-        order = tuple(order)
-        for n in order:
-            check_name(n, "nx.fix_canonical_order")
-        dup = duplicates(order)
-        if dup:
-            raise AxisSpecError(f"nx.fix_canonical_order: names {dup} occur twice in {order}")
+        order = _name_set(order, "nx.fix_canonical_order")
         got = _ORDERS.setdefault(frozenset(order), order)
         if got != order:
             raise AxisSpecError(

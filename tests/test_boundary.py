@@ -56,6 +56,16 @@ def test_fix_canonical_order():
         nx.fix_canonical_order(["fixed_d", "fixed_d"])
     with pytest.raises(nx.errors.AxisSpecError, match="twice"):
         nx.canonical_order(["fixed_d", "fixed_d"])
+    with pytest.raises(nx.errors.AxisSpecError, match="the string 'fixed_e'"):
+        nx.fix_canonical_order("fixed_e", "fixed_f")  # two one-name sets are two lists
+    with pytest.raises(nx.errors.AxisSpecError):
+        nx.canonical_order(["fixed_g", 1])
+
+
+def test_asking_for_an_order_fixes_nothing():
+    assert nx.canonical_order(["asked_b", "asked_a"]) is None
+    nx.fix_canonical_order(["asked_a", "asked_b"])  # not taken by the question
+    assert nx.canonical_order(["asked_b", "asked_a"]) == ("asked_a", "asked_b")
 
 
 def test_jit_arguments_and_outputs(xy):
