@@ -35,14 +35,13 @@ import optree
 from . import kernels
 from .errors import (
     AxisSpecError,
-    DuplicateAxisError,
     NamedAxisError,
     PositionalMisuseError,
     RankError,
     fmt_names,
     not_an_array,
 )
-from .shape import NamedShape, canonical, check_name, duplicates
+from .shape import NamedShape, canonical, check_names
 
 __all__ = ["NamedArray", "is_named", "as_storage", "from_storage"]
 
@@ -297,12 +296,7 @@ def to_storage(value: Any, where: str, what: str) -> Any:
 
 def from_storage(data, axis_names: tuple[str, ...], where: str) -> NamedArray:
     """A NamedArray from ``data`` whose last axes are named ``axis_names``, kept in that order (validated)."""
-    for n in axis_names:
-        check_name(n, where)
-    dup = duplicates(axis_names)
-    if dup:
-        raise DuplicateAxisError(f"{where}: axis names must be unique, but {fmt_names(dup)} appears twice "
-                                 f"in {list(axis_names)!r}")
+    check_names(axis_names, where)
     k = len(axis_names)
     if data.ndim < k:
         raise AxisSpecError(f"{where}: {k} axis names {fmt_names(axis_names)} for data of rank {data.ndim}")

@@ -83,7 +83,6 @@ class Static(tuple):
     __ne__ = object.__ne__
 
 
-
 def _typed(v: Any) -> Any:
     """``v`` as a strict, hashable key part: numbers keyed by type and exact value, user functions weakly."""
     t = type(v)
@@ -197,13 +196,11 @@ class _Exact:
 
 
 _NUMBERS = frozenset({bool, int, float, complex})
-# types whose values are equal only to themselves (or, for names, to the same name): raw keys as they are
-_IDENTICAL = frozenset({str, type(None), type, type(Ellipsis), Static, type(jnp.exp)})
-
-
 # types whose values may equal a value of another type (``np.dtype('float32') == 'float32'``,
 # ``jnp.int32 == np.int32``): a raw key compares them with their type
 _EXACT_TYPES = frozenset({np.dtype, type(jnp.int32), type(jax.tree.structure(0))})
+# types whose values are equal only to themselves (or, for names, to the same name): raw keys as they are
+_IDENTICAL = _PLAIN - _EXACT_TYPES
 _WEAK_TYPES = frozenset({types.FunctionType, functools.partial, _UFUNC, types.MethodType})
 
 

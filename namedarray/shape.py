@@ -14,10 +14,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
 
-from .errors import AxisSizeError, AxisSpecError
+from .errors import AxisSizeError, AxisSpecError, DuplicateAxisError, fmt_names
 
-__all__ = ["NamedShape", "check_name", "canonical", "canonical_order", "fix_canonical_order", "duplicates",
-           "join_sizes"]
+__all__ = ["NamedShape", "check_name", "check_names", "canonical", "canonical_order", "fix_canonical_order",
+           "duplicates", "join_sizes"]
 
 
 class NamedShape(Mapping):
@@ -83,6 +83,21 @@ def check_name(name: object, where: str) -> str:
     return name
 
 
+def check_names(names: tuple[str, ...], where: str) -> tuple[str, ...]:
+    """``names`` if each is an axis name and none occurs twice (a :class:`DuplicateAxisError` otherwise).
+
+    >>> check_names(("batch", "seq"), "example")
+    ('batch', 'seq')
+    """
+    for n in names:
+        check_name(n, where)
+    dup = duplicates(names)
+    if dup:
+        raise DuplicateAxisError(f"{where}: axis names must be unique, but {fmt_names(dup)} appears twice "
+                                 f"in {list(names)!r}")
+    return names
+
+
 def canonical(names: Iterable[str]) -> tuple[str, ...]:
     """The canonical storage order of a set of names at the pytree boundary (what flattening gives).
 
@@ -96,9 +111,10 @@ def canonical(names: Iterable[str]) -> tuple[str, ...]:
     (('seq_doc', 'batch_doc'), ('seq_doc', 'batch_doc'))
     """
     names = tuple(names)
-    order = _ORDERS.get(frozenset(names))
+    key = frozenset(names)
+    order = _ORDERS.get(key)
     if order is None:
-        order = _ORDERS.setdefault(frozenset(names), names)  # atomic: two threads agree on one order
+        order = _ORDERS.setdefault(key, names)  # atomic: two threads agree on one order
     return order
 
 
@@ -123,13 +139,7 @@ def _name_set(names: Iterable[str], where: str) -> tuple[str, ...]:
     if isinstance(names, str):
         raise AxisSpecError(f"{where}: expected a sequence of names, got the string {names!r} (write "
                             f"[{names!r}, ...] for a set with more than one name)")
-    names = tuple(names)
-    for n in names:
-        check_name(n, where)
-    dup = duplicates(names)
-    if dup:
-        raise AxisSpecError(f"{where}: names {dup} occur twice in {names}")
-    return names
+    return check_names(tuple(names), where)
 
 
 def fix_canonical_order(*orders: Iterable[str]) -> None:
