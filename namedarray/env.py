@@ -5,12 +5,12 @@ This is the one place that knows axis sizes bound from outside a value (``nx.xma
 shadowing), the resources (mesh axes, loops) names map to, and the logical-name rules of ``nx.axis_rules``.
 Operations ask it; nothing else keeps such state.
 
-The environment is an immutable :class:`AxisEnv` held in a JAX *user context*
-(:func:`jax.make_user_context`): JAX includes its value in every trace and compile cache key (``jax.jit``,
+The environment is an immutable :class:`AxisEnv`, held in a context variable (so it is per thread and per
+asyncio task, and nests by simple replacement) and mirrored into a JAX *user context*
+(:func:`jax.make_user_context`): JAX includes that value in every trace and compile cache key (``jax.jit``,
 ``lax.scan``/``cond`` bodies, ``jax.checkpoint``), so a function traced under one environment is never
-reused under another: a jitted function that reads the size of a bound name retraces when that size
-changes. The value is per thread (it follows tracing, which runs in the caller's thread) and nests by simple
-replacement.
+reused under another: a jitted function that reads the size of a bound name, or lays values out by the
+rules of ``nx.axis_rules``, retraces when they change.
 
 >>> import namedarray as nx
 >>> nx.env.current().sizes
@@ -23,6 +23,7 @@ replacement.
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import dataclasses
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
@@ -30,20 +31,14 @@ from typing import Any
 
 import jax
 
+from . import placement
 from .errors import AxisNameShadowingError, ResourceError, UnboundAxisError, fmt_names
 
-__all__ = ["AxisEnv", "current", "bind", "axis_rules", "EMPTY"]
+__all__ = ["AxisEnv", "current", "bind", "axis_rules", "synced", "EMPTY"]
 
 
 def _frozen(d: Mapping | None) -> tuple:
     return tuple(sorted((d or {}).items()))
-
-
-def _rule(value: Any) -> Any:
-    """A rule's mesh axes in a hashable form: a list or tuple of mesh axes becomes a tuple."""
-    if isinstance(value, (list, tuple)):
-        return tuple(value)
-    return value
 
 
 @dataclass(frozen=True)
@@ -103,20 +98,38 @@ class AxisEnv:
 
 
 EMPTY = AxisEnv()
-# None stands for EMPTY, so that code outside any nx context adds nothing to JAX's cache keys.
+_VAR: contextvars.ContextVar[AxisEnv] = contextvars.ContextVar("namedarray_axis_env", default=EMPTY)
+# The mirror JAX keys its caches on. None stands for EMPTY, so that code outside any nx context adds nothing
+# to JAX's cache keys.
 _ENV = jax.make_user_context(None)
 
 
 def current() -> AxisEnv:
     """The environment in force."""
-    env = _ENV.value
-    return EMPTY if env is None else env
+    return _VAR.get()
 
 
 @contextlib.contextmanager
 def _install(env: AxisEnv) -> Iterator[AxisEnv]:
-    with _ENV(None if env == EMPTY else env):
-        yield env
+    token = _VAR.set(env)
+    try:
+        with _ENV(None if env == EMPTY else env):
+            yield env
+    finally:
+        _VAR.reset(token)
+
+
+def synced() -> contextlib.AbstractContextManager:
+    """Make JAX's copy of the environment the current one before a jitted call.
+
+    The two differ only where asyncio tasks of one thread interleave their ``with`` blocks (JAX's copy is
+    per thread, the environment per task); entry points that call ``jax.jit`` themselves (``nx.jit``,
+    ``nx.xmap``) enter this so that the call is keyed on the caller's own environment.
+    """
+    env = _VAR.get()
+    if _ENV.value is (None if env == EMPTY else env):
+        return contextlib.nullcontext()
+    return _ENV(None if env == EMPTY else env)
 
 
 def bind(sizes: Mapping[str, int], *, resources: Mapping[str, tuple] | None = None, mesh: Any = None,
@@ -144,14 +157,53 @@ def bind(sizes: Mapping[str, int], *, resources: Mapping[str, tuple] | None = No
     return _install(new)
 
 
-def axis_rules(rules: Mapping[str, Any]) -> contextlib.AbstractContextManager[AxisEnv]:
-    """Map logical axis names to mesh axes inside the ``with`` block (the rules sharding by name reads).
+class _Rules(contextlib.ContextDecorator):
+    """The context manager (and decorator) :func:`axis_rules` returns."""
+
+    def __init__(self, rules: dict[str, Any]):
+        self._rules = rules
+        self._active: list[contextlib.AbstractContextManager] = []
+
+    def _recreate_cm(self) -> _Rules:
+        return _Rules(self._rules)  # a decorated function may run in several threads at once
+
+    def __enter__(self) -> dict[str, Any]:
+        env = current()
+        cm = _install(dataclasses.replace(env, rules={**(env.rules or {}), **self._rules}))
+        env = cm.__enter__()
+        self._active.append(cm)
+        return dict(env.rules)
+
+    def __exit__(self, *exc) -> bool:
+        return bool(self._active.pop().__exit__(*exc))
+
+    def __repr__(self) -> str:
+        return f"nx.axis_rules({self._rules!r})"
+
+
+def axis_rules(rules: Mapping[str, Any] | None = None) -> Any:
+    """Map logical axis names to mesh axes: the rules ``x.shard()`` (and ``nx.sharding``, ``nx.jit``) lay
+    values out by when given no ``resources``.
+
+    ``with nx.axis_rules({"batch": "data", "embed": ("data", "model"), "vocab": None}):`` maps each name to
+    a mesh axis, a tuple of mesh axes (major to minor) or ``None`` (replicated). Blocks nest, the inner
+    rule winning per name, and hold per thread and per asyncio task; the same object decorates a function
+    (``@nx.axis_rules({...})``). Model code then calls ``.shard()`` with no hardware names, and the user
+    picks the parallel strategy with one mapping. ``nx.axis_rules()`` with no argument returns the rules in
+    force.
 
     >>> import namedarray as nx
-    >>> with nx.env.axis_rules({"batch": "data", "embed": None}):
-    ...     nx.env.current().rules["batch"]
-    'data'
+    >>> with nx.axis_rules({"batch": "data"}), nx.axis_rules({"embed": ["model"]}):
+    ...     nx.axis_rules()
+    {'batch': 'data', 'embed': ('model',)}
+    >>> nx.axis_rules()
+    {}
     """
-    env = current()
-    rules = {name: _rule(axes) for name, axes in dict(rules).items()}
-    return _install(dataclasses.replace(env, rules={**(env.rules or {}), **rules}))
+    if rules is None:
+        return dict(current().rules or {})
+    if not isinstance(rules, Mapping):
+        raise TypeError(f"nx.axis_rules: rules must be a mapping from axis names to mesh axes, such as "
+                        f"{{'batch': 'data'}}, got {rules!r}")
+    placement.normalize(rules, "nx.axis_rules")  # checks names, types and repeated mesh axes now
+    # stored as written, lists as tuples (hashable: the rules are part of JAX's cache keys)
+    return _Rules({n: tuple(v) if isinstance(v, list) else v for n, v in rules.items()})

@@ -127,9 +127,10 @@ def install(nx) -> None:
         """Rename named axes: ``x.rename({"old": "new"})`` or ``x.rename(old="new")``."""
         return nx.rename(self, {**(mapping or {}), **names})
 
+    from .distribute import shard_method
     from .render import html_repr, text_repr
 
-    cls.unwrap, cls.astype, cls.rename = unwrap, astype, rename
+    cls.unwrap, cls.astype, cls.rename, cls.shard = unwrap, astype, rename, shard_method
     cls.__repr__ = text_repr
     cls._repr_html_ = html_repr
     cls.__round__ = __round__

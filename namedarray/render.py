@@ -48,12 +48,35 @@ def _values(x):
         return None
 
 
+def _multi_device(x) -> bool:
+    d = x.data
+    s = None if isinstance(d, jax.core.Tracer) else getattr(d, "sharding", None)
+    try:
+        return s is not None and len(s.device_set) > 1
+    except Exception:  # a sharding without devices (abstract)
+        return False
+
+
+def _sharding_line(x) -> str:
+    from .visualize import axes_text, split_axes
+
+    split = split_axes(x)
+    mesh = getattr(x.data.sharding, "mesh", None)
+    on = f" over mesh {dict(zip(mesh.axis_names, mesh.axis_sizes))}" if mesh is not None else ""
+    what = ", ".join(f"{n} -> {axes_text(a)}" for n, a in split.items()) if split else "replicated"
+    return f"sharding: {what} on {len(x.data.sharding.device_set)} devices{on}"
+
+
 def text_repr(x: Any) -> str:
-    """``repr(x)``: the header, then the values (positional axes first), unless ``x`` is abstract."""
+    """``repr(x)``: the header, the sharding when on several devices, then the values (positional axes
+    first), unless ``x`` is abstract."""
+    head = header(x)
+    if _multi_device(x):
+        head += "\n" + _sharding_line(x)
     values = _values(x)
     if values is None:
-        return header(x)
-    return header(x) + "\n" + np.array2string(values, threshold=200, edgeitems=3)
+        return head
+    return head + "\n" + np.array2string(values, threshold=200, edgeitems=3)
 
 
 def html_repr(x: Any) -> str:
@@ -72,6 +95,11 @@ def html_repr(x: Any) -> str:
     body = "" if values is None else (
         "<pre style='margin:4px 0'>" + html.escape(np.array2string(values, threshold=200, edgeitems=3))
         + "</pre>")
+    layout = ""
+    if _multi_device(x):
+        from .visualize import visualize_sharding
+
+        layout = visualize_sharding(x)._repr_html_()
     return (f"<div class='nx-namedarray'><b>NamedArray</b> <code>{html.escape(str(x.dtype))}</code>"
             "<table style='border-collapse:collapse'><tr><th>axis</th><th>size</th><th>kind</th></tr>"
-            f"{rows}</table>{body}</div>")
+            f"{rows}</table>{layout}{body}</div>")

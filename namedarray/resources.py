@@ -32,13 +32,13 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-import jax
-from jax.sharding import AxisType, NamedSharding, PartitionSpec
+from jax.sharding import AxisType
 
 from . import engine
 from . import env as _env
 from .array import NamedArray, _make
 from .errors import DivisibilityError, MissingResourceError, ResourceConflictError, ResourceError
+from .placement import conflict, constrain, current_mesh, mesh_sizes, storage_spec
 
 # The user-facing part; the rest of the module serves nx.xmap (and the engine's check_created hook).
 __all__ = ["SerialLoop", "serial_loop", "in_scope_loops", "current_mesh"]
@@ -106,34 +106,6 @@ def in_scope_loops() -> dict[str, int]:
     {'outer': 2, 'inner': 4}
     """
     return dict(_LOOPS.get())
-
-
-def current_mesh() -> jax.sharding.Mesh | jax.sharding.AbstractMesh | None:
-    """The mesh in context: ``jax.set_mesh``'s (concrete outside jit, abstract inside), else the legacy
-    ``with Mesh(...)`` block's, else ``None``.
-
-    >>> import jax
-    >>> current_mesh() is None
-    True
-    >>> with jax.set_mesh(jax.make_mesh((1,), ("x",))):
-    ...     current_mesh().axis_names
-    ('x',)
-    """
-    am = jax.sharding.get_abstract_mesh()
-    if not am.empty:
-        try:
-            m = jax.sharding.get_mesh()
-        except ValueError:  # inside jit only the abstract mesh is known, which is all constraints need
-            return am
-        return am if m.empty else m
-    from jax._src.mesh import thread_resources  # the legacy `with Mesh(...)` context xmap code used
-
-    pm = thread_resources.env.physical_mesh
-    return None if pm.empty else pm
-
-
-def mesh_sizes(mesh) -> dict[str, int]:
-    return dict(zip(mesh.axis_names, mesh.axis_sizes))
 
 
 # --------------------------------------------------------------------------------------------------------
@@ -288,20 +260,6 @@ def check_divisible(plan: Plan, sizes: Mapping[str, int], where: str, origin: Ma
 # Conflicts: two names sharing a resource may not co-occur in one value
 
 
-def conflict(names, resources: Mapping[str, tuple]) -> tuple[str, str, str] | None:
-    """The first (name, name, resource) such that both names map to the resource, or ``None``.
-
-    Names are taken in sorted order, so the message does not depend on the order a value stores them in.
-    """
-    owner: dict[str, str] = {}
-    for n in sorted(names):
-        for r in resources.get(n, ()):
-            if r in owner:
-                return owner[r], n, r
-            owner[r] = n
-    return None
-
-
 def conflict_message(a: str, b: str, r: str, what: str) -> str:
     return (f"nx.xmap: axes {a!r} and {b!r} are both mapped to the resource {loop_label(r)!r}, but they "
             f"coincide in the named shape of {what}; a value cannot be split twice over one resource (map "
@@ -347,23 +305,6 @@ def _op_name(static: Any) -> str:
 
 # --------------------------------------------------------------------------------------------------------
 # Constraints
-
-
-def storage_spec(ndim: int, names: tuple[str, ...], mesh_axes_of) -> PartitionSpec:
-    """The spec of a storage array (``ndim`` dims, the last ``len(names)`` named ``names``)."""
-    p = ndim - len(names)
-    parts: list[Any] = [None] * p
-    for n in names:
-        axes = mesh_axes_of(n)
-        parts.append(None if not axes else axes[0] if len(axes) == 1 else axes)
-    while parts and parts[-1] is None:
-        parts.pop()
-    return PartitionSpec(*parts)
-
-
-def constrain(data: jax.Array, spec: PartitionSpec, mesh: Any) -> jax.Array:
-    """``data`` constrained to ``spec`` on ``mesh`` (an Auto view of the mesh inside an xmap body)."""
-    return jax.lax.with_sharding_constraint(data, NamedSharding(mesh, spec))
 
 
 def constrain_named(x: NamedArray, plan: Plan, mesh, resources: Mapping[str, tuple]) -> NamedArray:

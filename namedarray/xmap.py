@@ -50,7 +50,7 @@ from jax.sharding import AxisType, NamedSharding, PartitionSpec
 from jax.tree_util import SequenceKey, keystr
 
 from . import env as _env
-from . import kernels
+from . import kernels, placement
 from . import resources as _res
 from .array import NamedArray, _make, from_storage, is_named, transpose
 from .errors import (
@@ -488,70 +488,58 @@ def _named_trace(cfg: _Config, plan: _res.Plan) -> Callable:
 def _place_args(cfg: _Config, plan: _res.Plan, args: tuple, donate: bool = False) -> tuple:
     """Arguments laid out as their names require (xmap's in_shardings), so each device receives only its
     block; already placed arguments are untouched. Anything the traced call will reject is left alone so
-    that it reports the error.
+    that it reports the error. In a multi-process run an argument that holds this process's data only is
+    this process's slice of the global argument, as in xmap.
 
     ``donate`` (a call, not ``.lower``): an argument of ``donate_argnums`` that must be moved is moved with
     ``jax.device_put(..., donate=True)``, so that the caller's buffer is released as the call's donation
-    promises (best effort: backends that cannot donate in a transfer keep it), unless the same array is
-    also passed elsewhere in the call."""
+    promises, unless the same array is also passed elsewhere in the call."""
     try:
         matched, tree = _match(cfg.in_tree, cfg.in_leaves, args, "in_axes", cfg.in_axes, len(args))
     except AxisSpecError:
         return args
-    msizes = _res.mesh_sizes(plan.mesh)
+    msizes = placement.mesh_sizes(plan.mesh)
     leaves = []
     changed = False
     donated = set(cfg.donate_argnums) if donate else set()
     ids = collections.Counter(id(v) for _, _, v in matched) if donated else None
+    multi = jax.process_count() > 1
     for leaf, path, v in matched:
         if isinstance(v, (jax.Array, np.ndarray, jax.ShapeDtypeStruct)) and not isinstance(v, _Tracer):
-            sharding = _arg_sharding(leaf.spec, v.shape, plan, msizes)
-            if sharding is not None and not _placed(v, sharding, plan):
+            local = multi and placement.is_process_local(v)
+            # a process's slice is sized by its devices, so divisibility is checked on the global array
+            sharding = _arg_sharding(leaf.spec, v.shape, plan, msizes, check_sizes=not local)
+            if local and sharding is None:
+                sharding = NamedSharding(plan.mesh, PartitionSpec())
+            if sharding is not None and (local or not placement.is_placed(v, sharding)):
                 if isinstance(v, jax.ShapeDtypeStruct):
                     v = jax.ShapeDtypeStruct(v.shape, v.dtype, sharding=sharding, weak_type=v.weak_type)
-                elif (isinstance(v, jax.Array) and path and isinstance(path[0], SequenceKey)
-                      and path[0].idx in donated and ids[id(v)] == 1):
-                    v = jax.device_put(v, sharding, donate=True)
                 else:
-                    v = jax.device_put(v, sharding)
+                    give = (isinstance(v, jax.Array) and path and isinstance(path[0], SequenceKey)
+                            and path[0].idx in donated and ids[id(v)] == 1)
+                    v = placement.place(v, sharding, donate=give, local_blocks=True)
                 changed = True
         leaves.append(v)
     return jax.tree.unflatten(tree, leaves) if changed else args
 
 
-def _placed(v, sharding: NamedSharding, plan: _res.Plan) -> bool:
-    """Whether ``v`` is already laid out as ``sharding`` says. Equivalence, not equality: an array placed
-    with ``P("x")`` is what ``P("x", None)`` asks for (and likewise another mesh object or axis names over
-    the same devices, or a size-1 mesh axis), and moving it would make ``donate_argnums`` donate a copy."""
-    s = getattr(v, "sharding", None)
-    if s is None:
-        return False
-    if s == sharding:
-        return True
-    if plan.explicit and not (isinstance(s, NamedSharding) and s.mesh.axis_types == sharding.mesh.axis_types):
-        return False  # on Explicit mesh axes the sharding is part of the array's type: keep the mesh's
-    try:
-        return s.is_equivalent_to(sharding, len(v.shape))
-    except (ValueError, TypeError, AttributeError):
-        return False
-
-
-def _arg_sharding(spec: AxisSpec, shape: tuple, plan: _res.Plan, msizes: Mapping[str, int]):
+def _arg_sharding(spec: AxisSpec, shape: tuple, plan: _res.Plan, msizes: Mapping[str, int],
+                  check_sizes: bool = True):
     if spec.min_rank() > len(shape) or (spec.rank is not None and spec.rank != len(shape)):
         return None
-    parts: list[Any] = [None] * len(shape)
+    dims = [_POSITIONAL] * len(shape)
     used: set[str] = set()
     for pos, name in spec.axes:
         axes = plan.mesh_axes(name)
-        if not axes or shape[pos] % math.prod(msizes[a] for a in axes):
+        if not axes or (check_sizes and shape[pos] % math.prod(msizes[a] for a in axes)):
             continue
         if used & set(axes):  # a resource conflict: reported by the traced call, with the names
             return None
         used |= set(axes)
-        parts[pos] = axes[0] if len(axes) == 1 else axes
-    if all(p is None for p in parts):
+        dims[pos] = name
+    if not used:
         return None
-    return NamedSharding(plan.mesh, PartitionSpec(*parts))
+    return NamedSharding(plan.mesh, placement.storage_spec(len(dims), tuple(dims), plan.mesh_axes))
 
 
 def _to_backend(args, backend: str):
@@ -784,17 +772,15 @@ def _exit(ctx: _Ctx, value: Any, leaf: _Leaf, label: str):
     rest = [n for n in names if n not in placed_names]
     perm += [p + names.index(n) for n in rest]
     data = transpose(x.data, tuple(perm))
-    parts: list[Any] = []
-    for r in range(final_rank):
-        axes = ctx.mesh_axes(placed[r]) if r in placed else ()
-        parts.append(None if not axes else axes[0] if len(axes) == 1 else axes)
-    for n in rest:
-        axes = ctx.mesh_axes(n)
-        parts.append(None if not axes else axes[0] if len(axes) == 1 else axes)
-    pspec = PartitionSpec(*parts)
+    # the result's dims in order: placed names and positional axes, then the names passing through
+    dims = tuple(placed.get(r, _POSITIONAL) for r in range(final_rank)) + tuple(rest)
+    pspec = placement.storage_spec(len(dims), dims, ctx.mesh_axes)
     if ctx.cmesh is not None:
-        data = _res.constrain(data, pspec, ctx.cmesh)
+        data = placement.constrain(data, pspec, ctx.cmesh)
     return (_make(data, tuple(rest)) if rest else data), pspec
+
+
+_POSITIONAL = ""  # a dim with no name (never an axis name): replicated
 
 
 def _final_shape(shape, placed: Mapping[int, str], sizes: Mapping[str, int]) -> tuple[int, ...]:

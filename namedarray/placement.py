@@ -1,0 +1,291 @@
+"""Names to PartitionSpecs: the one place where a value's axis names become a layout over a device mesh.
+
+A *mapping* (``nx.axis_rules``, ``x.shard(resources)``, ``nx.xmap``'s ``axis_resources``) sends axis names to
+mesh axes: ``{"batch": "data", "embed": ("data", "model"), "vocab": None}``. A value is laid out by its
+names alone: the storage dimension of a named axis is split over the mesh axes its name maps to (several
+mesh axes: major to minor), and every other dimension, positional axes included, is replicated. So
+``.shard()``, ``nx.sharding``, ``nx.jit``, ``nx.from_process_local`` and ``nx.xmap`` all build their
+``PartitionSpec``\\ s with :func:`storage_spec`, and give the same spec for the same names and mapping.
+
+A layout is legal when (:func:`check`): every mesh axis it names is in the mesh, no two names of one value
+share a mesh axis (a value cannot be split twice over one mesh axis), and each named size is divisible by
+the product of its mesh axes' sizes. Results never depend on the layout.
+
+>>> storage_spec(3, ("batch", "embed"), {"batch": ("data",), "embed": ("x", "y")}.get)
+P(None, 'data', ('x', 'y'))
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+import jax
+import numpy as np
+from jax.sharding import AxisType, NamedSharding, PartitionSpec
+
+from .errors import (
+    AxisSpecError,
+    DivisibilityError,
+    MissingResourceError,
+    ResourceConflictError,
+)
+
+__all__ = ["current_mesh", "mesh_sizes", "mesh_axes", "normalize", "entry", "storage_spec", "conflict",
+           "check", "constrain", "place", "is_placed"]
+
+_Tracer = jax.core.Tracer
+
+
+def current_mesh() -> jax.sharding.Mesh | jax.sharding.AbstractMesh | None:
+    """The mesh in context: ``jax.set_mesh``'s (concrete outside jit, abstract inside), else the legacy
+    ``with Mesh(...)`` block's, else ``None``.
+
+    >>> import jax
+    >>> current_mesh() is None
+    True
+    >>> with jax.set_mesh(jax.make_mesh((1,), ("x",))):
+    ...     current_mesh().axis_names
+    ('x',)
+    """
+    am = jax.sharding.get_abstract_mesh()
+    if not am.empty:
+        try:
+            m = jax.sharding.get_mesh()
+        except ValueError:  # inside jit only the abstract mesh is known, which is all constraints need
+            return am
+        return am if m.empty else m
+    try:
+        from jax._src.mesh import thread_resources  # the legacy `with Mesh(...)` context xmap code used
+    except ImportError:  # pragma: no cover - a jax without the legacy context has only set_mesh
+        return None
+    pm = thread_resources.env.physical_mesh
+    return None if pm.empty else pm
+
+
+def mesh_sizes(mesh) -> dict[str, int]:
+    """Mesh axis name -> size.
+
+    >>> import jax
+    >>> mesh_sizes(jax.make_mesh((1,), ("data",)))
+    {'data': 1}
+    """
+    return dict(zip(mesh.axis_names, mesh.axis_sizes))
+
+
+# --------------------------------------------------------------------------------------------------------
+# Mappings
+
+
+def mesh_axes(value: Any, name: str, where: str) -> tuple[str, ...]:
+    """One mapping value as a tuple of mesh axes: ``None`` -> ``()``, ``"x"`` -> ``("x",)``, a tuple or list
+    of mesh axis names as it is (major to minor); a mesh axis twice is a :class:`ResourceConflictError`.
+
+    >>> mesh_axes(["data", "model"], "batch", "example")
+    ('data', 'model')
+    """
+    if value is None:
+        return ()
+    axes = (value,) if isinstance(value, str) else value
+    if not isinstance(axes, (tuple, list)) or not all(isinstance(a, str) and a for a in axes):
+        raise AxisSpecError(
+            f"{where}: axis {name!r} must map to a mesh axis name, a tuple of mesh axis names (major to "
+            f"minor) or None, got {value!r}")
+    axes = tuple(axes)
+    if len(set(axes)) != len(axes):
+        twice = sorted({a for a in axes if axes.count(a) > 1})
+        raise ResourceConflictError(
+            f"{where}: axis {name!r} maps to {value!r}, which names mesh axis {twice[0]!r} twice; a value "
+            "can be split over a mesh axis only once")
+    return axes
+
+
+def normalize(mapping: Mapping[str, Any] | None, where: str) -> dict[str, tuple[str, ...]]:
+    """A mapping with every value as a tuple of mesh axes (see :func:`mesh_axes`).
+
+    >>> normalize({"batch": "data", "embed": None}, "example")
+    {'batch': ('data',), 'embed': ()}
+    """
+    if mapping is None:
+        return {}
+    if not isinstance(mapping, Mapping):
+        raise AxisSpecError(f"{where}: resources must be a mapping from axis names to mesh axes, such as "
+                            f"{{'batch': 'data'}}, got {mapping!r}")
+    out = {}
+    for name, value in mapping.items():
+        if not isinstance(name, str) or not name:
+            raise AxisSpecError(f"{where}: the keys of resources are axis names (non-empty strings), got "
+                                f"{name!r}")
+        out[name] = mesh_axes(value, name, where)
+    return out
+
+
+# --------------------------------------------------------------------------------------------------------
+# Specs
+
+
+def entry(axes: tuple[str, ...]) -> None | str | tuple[str, ...]:
+    """The ``PartitionSpec`` entry of one dimension split over ``axes`` (none: replicated).
+
+    >>> entry(()), entry(("x",)), entry(("x", "y"))
+    (None, 'x', ('x', 'y'))
+    """
+    return None if not axes else axes[0] if len(axes) == 1 else axes
+
+
+def storage_spec(ndim: int, names: tuple[str, ...],
+                 axes_of: Callable[[str], tuple[str, ...] | None]) -> PartitionSpec:
+    """The spec of a storage array of rank ``ndim`` whose last ``len(names)`` dimensions are ``names``, in
+    that order: each name split over ``axes_of(name)``, every other dimension replicated. Trailing
+    replicated entries are left out, as JAX prints specs.
+
+    >>> storage_spec(2, ("a",), {"a": ("x",)}.get), storage_spec(2, ("a",), {}.get)
+    (P(None, 'x'), P())
+    """
+    parts: list[Any] = [None] * (ndim - len(names))
+    parts += [entry(axes_of(n) or ()) for n in names]
+    while parts and parts[-1] is None:
+        parts.pop()
+    return PartitionSpec(*parts)
+
+
+def conflict(names: Iterable[str], mapping: Mapping[str, Iterable[str]]) -> tuple[str, str, str] | None:
+    """The first (name, name, mesh axis) such that both names map to that mesh axis, or ``None``.
+
+    Names are taken in sorted order, so the message does not depend on the order a value stores them in.
+
+    >>> conflict(["b", "a"], {"a": ("x",), "b": ("y", "x")})
+    ('a', 'b', 'x')
+    """
+    owner: dict[str, str] = {}
+    for n in sorted(names):
+        for r in mapping.get(n, ()):
+            if r in owner:
+                return owner[r], n, r
+            owner[r] = n
+    return None
+
+
+def check(sizes: Mapping[str, int], mapping: Mapping[str, tuple[str, ...]], mesh: Any, where: str) -> None:
+    """Raise unless a value of named shape ``sizes`` can be laid out by ``mapping`` on ``mesh``.
+
+    Mesh axes must exist (:class:`MissingResourceError`), no two of the value's names may share one
+    (:class:`ResourceConflictError`), and each size must be divisible by its mesh axes' total size
+    (:class:`DivisibilityError`). Names ``mapping`` does not mention are replicated and need nothing.
+
+    >>> import jax
+    >>> mesh = jax.make_mesh((1,), ("data",))
+    >>> check({"batch": 4}, {"batch": ("data",)}, mesh, "example")
+    """
+    msizes = mesh_sizes(mesh)
+    for name in sizes:
+        for a in mapping.get(name, ()):
+            if a not in msizes:
+                raise MissingResourceError(
+                    f"{where}: axis {name!r} maps to mesh axis {a!r}, but the mesh has axes "
+                    f"{_fmt_mesh(msizes)}")
+    c = conflict(sizes, mapping)
+    if c is not None:
+        a, b, r = c
+        raise ResourceConflictError(
+            f"{where}: axes {a!r} and {b!r} both map to mesh axis {r!r} ({a!r} -> {mapping[a]}, {b!r} -> "
+            f"{mapping[b]}), but one value carries both; a value cannot be split twice over one mesh axis "
+            "(map one of them elsewhere, or to None)")
+    for name, size in sizes.items():
+        axes = mapping.get(name, ())
+        total = math.prod(msizes[a] for a in axes)
+        if axes and size % total:
+            raise DivisibilityError(
+                f"{where}: axis {name!r} has size {size}, which is not divisible by the {total} devices of "
+                f"its mesh axes {axes} ({', '.join(f'{a}={msizes[a]}' for a in axes)})")
+
+
+def _fmt_mesh(msizes: Mapping[str, int]) -> str:
+    return "{" + ", ".join(f"{a!r}: {s}" for a, s in msizes.items()) + "}" if msizes else "(none)"
+
+
+# --------------------------------------------------------------------------------------------------------
+# Applying a spec
+
+
+def constrain(data: Any, spec: PartitionSpec, mesh: Any) -> Any:
+    """``data`` laid out as ``spec`` on ``mesh``.
+
+    Inside a trace: ``with_sharding_constraint`` on Auto mesh axes, ``jax.sharding.reshard`` on Explicit
+    ones (where the layout is part of the type), both on a mesh that mixes them. Outside: placement
+    (``device_put``), which a concrete mesh needs.
+    """
+    if not isinstance(data, _Tracer):
+        return jax.device_put(data, NamedSharding(mesh, spec))
+    explicit = {a for a, t in zip(mesh.axis_names, mesh.axis_types) if t == AxisType.Explicit}
+    if not explicit:
+        return jax.lax.with_sharding_constraint(data, NamedSharding(mesh, spec))
+    if len(explicit) == len(mesh.axis_names):
+        return jax.sharding.reshard(data, NamedSharding(mesh, spec))
+
+    def part(keep: Callable[[str], bool]) -> PartitionSpec:
+        out = []
+        for e in spec:
+            axes = () if e is None else (e,) if isinstance(e, str) else tuple(e)
+            kept = tuple(a for a in axes if keep(a))
+            if kept and len(kept) != len(axes):
+                raise AxisSpecError(
+                    f"a dimension split over {axes} mixes Explicit and Auto mesh axes "
+                    f"({[a for a in axes if a in explicit]} are Explicit); map each name to mesh axes of "
+                    "one type")
+            out.append(entry(kept))
+        return PartitionSpec(*out)
+
+    data = jax.sharding.reshard(data, NamedSharding(mesh, part(explicit.__contains__)))
+    return jax.lax.with_sharding_constraint(data, NamedSharding(mesh, part(lambda a: a not in explicit)))
+
+
+def is_placed(v: Any, sharding: NamedSharding) -> bool:
+    """Whether the concrete array ``v`` is already laid out as ``sharding`` says.
+
+    Equivalence, not equality: an array placed with ``P("x")`` is what ``P("x", None)`` asks for (and
+    likewise another mesh object over the same devices, or a size-1 mesh axis), and moving it would make a
+    donation donate a copy. On Explicit mesh axes the mesh's axis types must agree too, since there the
+    layout is part of the array's type.
+    """
+    s = getattr(v, "sharding", None)
+    if s is None:
+        return False
+    if s == sharding:
+        return True
+    explicit = any(t == AxisType.Explicit for t in sharding.mesh.axis_types)
+    if explicit and not (isinstance(s, NamedSharding) and s.mesh.axis_types == sharding.mesh.axis_types):
+        return False
+    try:
+        return s.is_equivalent_to(sharding, len(v.shape))
+    except (ValueError, TypeError, AttributeError):
+        return False
+
+
+def is_process_local(v: Any) -> bool:
+    """Whether ``v`` holds only this process's data in a multi-process run (a NumPy array, or a jax array
+    on this process's devices), so that it is one block of a global array rather than the whole of it."""
+    if jax.process_count() == 1:
+        return False
+    if isinstance(v, (np.ndarray, np.generic)):
+        return True
+    return isinstance(v, jax.Array) and not isinstance(v, _Tracer) and v.is_fully_addressable
+
+
+def place(v: Any, sharding: NamedSharding, *, donate: bool = False, local_blocks: bool = False) -> Any:
+    """The concrete array ``v`` laid out as ``sharding`` (``v`` itself when it already is).
+
+    With ``local_blocks`` (``nx.xmap``'s contract), a process-local ``v`` in a multi-process run is this
+    process's block of the global array (``jax.make_array_from_process_local_data``: sizes along the split
+    dimensions are multiplied by the number of processes they span); otherwise it is the whole value, the
+    same on every process, as ``jax.jit`` takes it. ``donate`` releases ``v``'s buffer when it has to be
+    copied (best effort: backends that cannot donate in a transfer keep it).
+    """
+    if local_blocks and is_process_local(v):
+        return jax.make_array_from_process_local_data(sharding, np.asarray(v))
+    if is_placed(v, sharding):
+        return v
+    if donate and isinstance(v, jax.Array):
+        return jax.device_put(v, sharding, donate=True)
+    return jax.device_put(v, sharding)
