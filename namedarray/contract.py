@@ -36,7 +36,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from . import engine
+from . import engine, placement
 from . import env as _env
 from .array import NamedArray, _make
 from .errors import AxisSizeError, AxisSpecError, DuplicateAxisError, fmt_names, not_an_array
@@ -83,8 +83,13 @@ def _dot_labels(a, a_labels: Sequence[Hashable], b, b_labels: Sequence[Hashable]
              + [l for l in a_labels if l in b_set and l in out_set and l not in out_pos])
     dims = ((tuple(a_labels.index(l) for l in contract), tuple(b_labels.index(l) for l in contract)),
             (tuple(a_labels.index(l) for l in batch), tuple(b_labels.index(l) for l in batch)))
-    out = lax.dot_general(a, b, dims, precision=precision, preferred_element_type=out_type)
     got = batch + [l for l in a_labels if l not in b_set] + [l for l in b_labels if l not in a_set]
+    # on Explicit mesh axes a contraction over a split dim needs its result's layout: by name it is known
+    out_sharding = placement.contraction_sharding(
+        (a, b), (a_labels, b_labels), got, {l: l[1] for l in got if type(l) is tuple and l[0] == "n"},
+        _env.current().mapping())
+    out = lax.dot_general(a, b, dims, precision=precision, preferred_element_type=out_type,
+                          out_sharding=out_sharding)
     pos_set = set(out_pos)
     named = [l for l in got if l not in pos_set]
     perm = tuple(got.index(l) for l in out_pos) + tuple(got.index(l) for l in named)

@@ -55,16 +55,6 @@ _Tracer = jax.core.Tracer
 # The mapping and the mesh in force
 
 
-@functools.lru_cache(maxsize=64)
-def _env_mapping(env: _env.AxisEnv) -> dict[str, tuple[str, ...]]:
-    mapping = placement.normalize(env.rules, "nx.axis_rules")
-    if env.resources and env.mesh is not None:
-        # inside nx.xmap with resources, the names it binds keep its layout
-        axes = set(env.mesh.axis_names)
-        mapping.update({n: tuple(r for r in res if r in axes) for n, res in env.resources.items()})
-    return mapping
-
-
 def active_mapping(resources: Mapping[str, Any] | None = None,
                    where: str = "nx.shard") -> dict[str, tuple[str, ...]]:
     """Axis name -> mesh axes: ``resources`` when given, else the rules of ``nx.axis_rules`` in force.
@@ -74,10 +64,8 @@ def active_mapping(resources: Mapping[str, Any] | None = None,
     ...     active_mapping()
     {'batch': ('data',)}
     """
-    if resources is None:
-        env = _env.current()
-        return _env_mapping(env) if env.rules or env.resources else {}
-    return placement.normalize(resources, where)
+    env = _env.current()
+    return env.mapping() if resources is None else env.mapping(placement.normalize(resources, where))
 
 
 def _mesh(mesh: Any) -> Any:

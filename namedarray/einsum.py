@@ -49,7 +49,8 @@ import jax.numpy as jnp
 import numpy as np
 import opt_einsum
 
-from . import engine
+from . import engine, placement
+from . import env as _env
 from .array import NamedArray, _make
 from .contract import _operand, _result
 from .errors import AxisSizeError, EinsumSpecError, fmt_names
@@ -361,8 +362,18 @@ def _einsum_impl(static, *operands):
             layouts.append((tuple(np.shape(v)), None))
     pl = plan(spec, tuple(layouts))
     out = jnp.einsum(pl.subscripts, *datas, optimize=pl.path if pl.path is False else list(pl.path),
-                     precision=precision, preferred_element_type=preferred_element_type)
+                     precision=precision, preferred_element_type=preferred_element_type,
+                     out_sharding=_out_sharding(pl, datas))
     return _make(out, pl.out_names)
+
+
+def _out_sharding(pl: Plan, datas: list) -> Any:
+    """On Explicit mesh axes, the result's layout by name where JAX would find it ambiguous
+    (:func:`namedarray.placement.contraction_sharding`)."""
+    inputs, output = pl.subscripts.split("->")
+    k = len(output) - len(pl.out_names)
+    names = dict(zip(output[k:], pl.out_names))
+    return placement.contraction_sharding(datas, inputs.split(","), output, names, _env.current().mapping())
 
 
 def einsum(spec: str, *operands: Any, precision: Any = None,

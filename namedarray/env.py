@@ -76,6 +76,21 @@ class AxisEnv:
             and dict(self.resources) == dict(other.resources) and self.mesh is other.mesh
             and dict(self.loops) == dict(other.loops) and self.rules == other.rules)
 
+    def mapping(self, resources: Mapping[str, tuple[str, ...]] | None = None) -> dict[str, tuple[str, ...]]:
+        """Axis name -> the mesh axes values carrying it are laid out over: ``resources`` (normalized) if
+        given, else the rules of ``nx.axis_rules``; inside ``nx.xmap``, the mesh axes of its resources win
+        for the names it binds (xmap lays every value out by them)."""
+        if resources is None:
+            got = self.__dict__.get("_mapping")
+            if got is None:
+                got = self.mapping(placement.normalize(self.rules, "nx.axis_rules"))
+                object.__setattr__(self, "_mapping", got)
+            return got
+        if not (self.resources and self.mesh is not None):
+            return dict(resources)
+        axes = set(self.mesh.axis_names)
+        return {**resources, **{n: tuple(r for r in res if r in axes) for n, res in self.resources.items()}}
+
     def is_bound(self, name: str) -> bool:
         return name in self.sizes
 

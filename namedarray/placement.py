@@ -33,7 +33,7 @@ from .errors import (
 )
 
 __all__ = ["current_mesh", "mesh_sizes", "mesh_axes", "normalize", "entry", "storage_spec", "conflict",
-           "check", "constrain", "place", "is_placed"]
+           "check", "constrain", "place", "is_placed", "contraction_sharding"]
 
 _Tracer = jax.core.Tracer
 
@@ -221,6 +221,11 @@ def constrain(data: Any, spec: PartitionSpec, mesh: Any) -> Any:
     explicit = {a for a, t in zip(mesh.axis_names, mesh.axis_types) if t == AxisType.Explicit}
     if not explicit:
         return jax.lax.with_sharding_constraint(data, NamedSharding(mesh, spec))
+    if jax.sharding.get_abstract_mesh().empty:
+        # JAX places a jitted function's Explicit layouts on the mesh in context, and there is none
+        raise MissingResourceError(
+            f"laying a traced value out as {spec} on the Explicit mesh axes {sorted(explicit)} needs that "
+            "mesh in context: call the jitted function inside `with jax.set_mesh(mesh):`")
     if len(explicit) == len(mesh.axis_names):
         return jax.sharding.reshard(data, NamedSharding(mesh, spec))
 
@@ -289,3 +294,58 @@ def place(v: Any, sharding: NamedSharding, *, donate: bool = False, local_blocks
     if donate and isinstance(v, jax.Array):
         return jax.device_put(v, sharding, donate=True)
     return jax.device_put(v, sharding)
+
+
+# --------------------------------------------------------------------------------------------------------
+# Contractions on Explicit mesh axes
+
+
+def _explicit_dims(x: Any) -> tuple[Any, tuple[tuple[str, ...], ...]] | None:
+    """(mesh, the mesh axes of each dim) of a value whose type carries an Explicit sharding, else None."""
+    try:
+        s = jax.typeof(x).sharding
+    except (TypeError, AttributeError):
+        return None
+    mesh = getattr(s, "mesh", None)
+    if mesh is None or mesh.empty or AxisType.Explicit not in mesh.axis_types:
+        return None
+    spec = tuple(s.spec) + (None,) * (np.ndim(x) - len(s.spec))
+    return mesh, tuple(() if e is None else (e,) if isinstance(e, str) else tuple(e) for e in spec)
+
+
+def contraction_sharding(operands: Any, labels: Any, out_labels: Any, out_names: Mapping[Any, str],
+                         mapping: Mapping[str, tuple[str, ...]]) -> NamedSharding | None:
+    """The output sharding of a contraction on Explicit mesh axes, where JAX would find it ambiguous.
+
+    On Explicit axes the sharding is part of each value's type, and a contraction over a split dimension
+    needs its result's layout spelled out (JAX raises otherwise). By name it is known: each output name is
+    laid out by ``mapping`` (the rules in force), and any other output dim keeps the layout it has in the
+    operand it comes from; the contracted mesh axes are summed over (an all-reduce, or a reduce-scatter
+    where the rules split an output name over them). ``labels`` label each operand's dims, ``out_labels``
+    the output's, and ``out_names`` gives the axis name of the output labels that are named. None when no
+    operand is on Explicit axes or no contracted dim is split: JAX's own inference is then unambiguous.
+    """
+    dims: dict[Any, tuple[str, ...]] = {}
+    mesh = None
+    contracted_split = False
+    out_set = set(out_labels)
+    for x, labs in zip(operands, labels):
+        got = _explicit_dims(x)
+        if got is None:
+            continue
+        mesh, axes = got
+        for lab, a in zip(labs, axes):
+            dims.setdefault(lab, a)
+            contracted_split = contracted_split or (bool(a) and lab not in out_set)
+    if mesh is None or not contracted_split:
+        return None
+    explicit = {a for a, t in zip(mesh.axis_names, mesh.axis_types) if t == AxisType.Explicit}
+    used: set[str] = set()
+    out = []
+    for lab in out_labels:
+        name = out_names.get(lab)
+        axes = mapping[name] if name is not None and name in mapping else dims.get(lab, ())
+        axes = tuple(a for a in axes if a in explicit and a not in used)
+        used.update(axes)
+        out.append(entry(axes))
+    return NamedSharding(mesh, PartitionSpec(*out))

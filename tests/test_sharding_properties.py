@@ -1,0 +1,89 @@
+"""Property: sharding by name never changes values.
+
+Random named programs (elementwise, reductions, einsum, dot, softmax) on random names, sizes and storage
+orders, run under jit with `.shard()` on their inputs and results, with random legal rules on (8,), (4, 2)
+and (2, 2, 2) meshes of Auto or Explicit axes, give the values of the same program on one device, and lay
+their result out as the rules say.
+"""
+
+import math
+
+import hypothesis.strategies as st
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from jax.sharding import AxisType
+from jax.sharding import PartitionSpec as P
+from meshes import same_spec
+
+import namedarray as nx
+
+MESHES = {(8,): ("a",), (4, 2): ("a", "b"), (2, 2, 2): ("a", "b", "c")}
+NAMES = ("i", "j", "k", "l")
+
+
+@st.composite
+def problems(draw, mesh_shape):
+    axes = MESHES[mesh_shape]
+    msize = dict(zip(axes, mesh_shape))
+    sizes = {n: draw(st.sampled_from([2, 4, 8])) for n in NAMES}
+    x_names = draw(st.lists(st.sampled_from(NAMES), min_size=1, max_size=3, unique=True))
+    y_names = draw(st.lists(st.sampled_from(NAMES), min_size=1, max_size=3, unique=True))
+    # legal rules: each mesh axis used by at most one name (so a value may carry any names); sizes divisible
+    free = list(axes)
+    rules = {}
+    for n in draw(st.permutations(NAMES)):
+        k = draw(st.integers(0, min(2, len(free))))
+        chosen = tuple(draw(st.permutations(free))[:k])
+        if chosen and sizes[n] % math.prod(msize[a] for a in chosen):
+            chosen = ()
+        if chosen or draw(st.booleans()):
+            rules[n] = None if not chosen else chosen[0] if len(chosen) == 1 else chosen
+        free = [a for a in free if a not in chosen]
+    op = draw(st.sampled_from(["elementwise", "reduce", "einsum", "dot", "softmax"]))
+    explicit = draw(st.booleans())
+    seed = draw(st.integers(0, 2**16))
+    return sizes, x_names, y_names, rules, op, explicit, seed
+
+
+def program(op, x, y):
+    shared = [n for n in x.names if n in y.names]
+    if op == "elementwise":
+        out = nx.tanh(x.shard()) * y.shard() + 1.0
+    elif op == "reduce":
+        z = x.shard() * y.shard()
+        first = sorted(z.names)[0]  # by name: storage orders differ inside jit and out
+        out = nx.sum(z, first) if len(z.names) > 1 else nx.max(z, first)[None]
+    elif op == "einsum":
+        keep = sorted(set(x.names) ^ set(y.names))
+        spec = "{" + ",".join(x.names) + "},{" + ",".join(y.names) + "}->{" + ",".join(keep) + "}"
+        out = nx.einsum(spec, x.shard(), y.shard())
+    elif op == "dot":
+        out = nx.dot(x.shard(), y.shard(), axis=tuple(shared))
+    else:
+        out = nx.nn.softmax(x.shard() + y.shard(), axis=sorted(x.names)[0])
+    return out.shard()
+
+
+@pytest.mark.parametrize("mesh_shape", list(MESHES))
+@settings(max_examples=20, deadline=None)
+@given(data=st.data())
+def test_random_programs_under_random_rules_give_the_single_device_values(mesh_shape, data):
+    sizes, x_names, y_names, rules, op, explicit, seed = data.draw(problems(mesh_shape))
+    rng = np.random.default_rng(seed)
+    x = nx.wrap(jnp.asarray(rng.normal(size=[sizes[n] for n in x_names]), jnp.float32), x_names)
+    y = nx.wrap(jnp.asarray(rng.normal(size=[sizes[n] for n in y_names]), jnp.float32), y_names)
+    expected = program(op, x, y)  # one device, no rules: .shard() does nothing
+    axes = MESHES[mesh_shape]
+    kind = AxisType.Explicit if explicit else AxisType.Auto
+    mesh = jax.make_mesh(mesh_shape, axes, axis_types=(kind,) * len(axes))
+    with jax.set_mesh(mesh), nx.axis_rules(rules):
+        got = jax.jit(lambda a, b: program(op, a, b))(x, y)
+    assert got.named_shape == expected.named_shape and got.shape == expected.shape
+    order = {i: n for i, n in enumerate(expected.names, start=expected.ndim)}
+    np.testing.assert_allclose(np.asarray(got.unwrap(order)), np.asarray(expected.unwrap(order)),
+                               rtol=2e-5, atol=2e-5)
+    want = P(*([None] * got.ndim), *[rules.get(n) for n in got.names])
+    assert same_spec(got.sharding.spec, want)
