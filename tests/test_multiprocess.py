@@ -1,0 +1,101 @@
+"""Two processes on JAX's own multi-process runtime (jax.distributed, gloo collectives on 127.0.0.1).
+
+Each process has 4 CPU devices; one 4x2 mesh spans both. `nx.xmap` takes each process's slice of its
+arguments and returns global arrays (as xmap did), `nx.from_process_local` builds a global NamedArray from
+each process's block, and `.shard()` and `nx.jit` work on global arrays. Everything is compared with the
+same programs run here, in one process on 8 devices. Both processes are started with a time limit and
+ended by their PIDs whatever happens.
+"""
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+
+import jax
+import jax.numpy as jnp
+import multiprocess_programs as programs
+import numpy as np
+import pytest
+from meshes import auto_mesh
+
+import namedarray as nx
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+LIMIT_S = 60
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def run_two_processes(out_dir) -> list[dict]:
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("XLA_", "JAX_"))}
+    env["PYTHONPATH"] = os.pathsep.join([os.path.dirname(HERE), env.get("PYTHONPATH", "")])
+    procs = [subprocess.Popen([sys.executable, os.path.join(HERE, "multiprocess_worker.py"), str(i), "2",
+                               str(port), str(out_dir)], env=env, stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True)
+             for i in range(2)]
+    logs = ["", ""]
+    try:
+        deadline = time.monotonic() + LIMIT_S
+        for i, p in enumerate(procs):
+            logs[i] = p.communicate(timeout=max(1.0, deadline - time.monotonic()))[0]
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"the two processes did not finish within {LIMIT_S} s")
+    finally:
+        for p in procs:  # by PID, whatever happened
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    for i, p in enumerate(procs):
+        assert p.returncode == 0, f"process {i} failed:\n{logs[i][-4000:]}"
+    results = []
+    for i in range(2):
+        with open(os.path.join(out_dir, f"process_{i}.json")) as fh:
+            results.append(json.load(fh))
+    return results
+
+
+def reference() -> dict:
+    """The same programs in this process, on 8 devices."""
+    w, images, labels = programs.data()
+    mesh = auto_mesh((4, 2), ("data", "model"))
+    with jax.set_mesh(mesh):
+        f = nx.xmap(programs.named_loss, in_axes=programs.IN_AXES, out_axes=[...],
+                    axis_resources={"batch": "data"})
+        per_example = nx.xmap(programs.per_example, in_axes=programs.IN_AXES, out_axes=["batch", ...],
+                              axis_resources={"batch": "data"})(w, images, labels)
+        x = nx.wrap(jnp.asarray(images), ["batch", "inputs"]).shard({"batch": "data"})
+        lab = nx.wrap(jnp.asarray(labels), ["batch"]).shard({"batch": "data"})
+        with nx.axis_rules(programs.RULES):
+            params = nx.jit(programs.init)(jax.random.key(0))
+            step = nx.jit(programs.sgd_step)
+            losses = []
+            for _ in range(3):
+                params, loss = step(params, x, lab)
+                losses.append(float(loss))
+        return {"xmap_loss": float(f(w, images, labels)), "xmap_per_example": np.asarray(per_example),
+                "reshard_sum": float(images.sum()), "losses": losses,
+                "param_layout": [list(params["w1"].names), str(params["w1"].sharding.spec)]}
+
+
+def test_two_processes_give_the_single_process_results(tmp_path):
+    results = run_two_processes(tmp_path)
+    ref = reference()
+    for pid, got in enumerate(results):
+        assert got["devices"] == 8 and got["local_devices"] == 4, pid
+        np.testing.assert_allclose(got["xmap_loss"], ref["xmap_loss"], rtol=1e-5)
+        assert got["xmap_global_shape"] == [programs.BATCH]  # global, from each process's slice
+        np.testing.assert_allclose(got["xmap_per_example"], ref["xmap_per_example"], rtol=1e-5)
+        assert got["global_named_shape"] == {"batch": programs.BATCH, "inputs": programs.INPUTS}
+        assert got["global_spec"] == "P('data',)"
+        assert got["reshard_spec"] == "P('data', 'model')"
+        np.testing.assert_allclose(got["reshard_sum"], ref["reshard_sum"], rtol=1e-5)
+        assert got["param_layout"] == ref["param_layout"]
+        np.testing.assert_allclose(got["losses"], ref["losses"], rtol=1e-5)
