@@ -4,7 +4,9 @@
 2. The xmap tutorial's toy network, written with names and given a positional signature by ``nx.xmap``;
    its loss next to the positional program's.
 3. The same network distributed over a (simulated) 8-device mesh by changing only ``axis_resources``.
-4. Time as a resource: a serial loop, and types checked at call time.
+4. Sharding by name without ``nx.xmap``: the network written once with ``.shard()`` and logical names,
+   trained under four ``nx.axis_rules`` strategies; equal losses, and each strategy's layout.
+5. Time as a resource: a serial loop, and types checked at call time.
 """
 
 import jax
@@ -136,7 +138,70 @@ def parallel_tour(data) -> dict[str, float]:
 
 
 # ---------------------------------------------------------------------------------------------------------
-# 4. Time as a resource, and types
+# 4. Sharding by name: .shard() with logical names, the strategy picked by nx.axis_rules
+
+
+def init_params(key, inputs: int, hidden: int, classes: int) -> dict:
+    """The network's parameters, named by what their axes mean."""
+    k1, k2 = jax.random.split(key)
+    return {"w1": nx.random.normal(k1, named_shape={"inputs": inputs, "hidden": hidden}) / np.sqrt(inputs),
+            "w2": nx.random.normal(k2, named_shape={"hidden": hidden, "classes": classes}) / np.sqrt(hidden)}
+
+
+def sharded_loss(params, images, labels):
+    """The tutorial's loss with logical names only: `.shard()` lays a value out by the rules in force."""
+    hidden = nx.nn.relu(nx.dot(images.shard(), params["w1"].shard(), axis="inputs")).shard()
+    logits = nx.dot(hidden, params["w2"].shard(), axis="hidden")
+    logits = logits - nx.nn.logsumexp(logits, "classes")
+    targets = nx.nn.one_hot(labels, logits.named_shape["classes"], axis="classes")
+    return -nx.mean(nx.sum(targets * logits, "classes"), "batch").unwrap()
+
+
+def sgd_step(params, images, labels, lr=0.1):
+    loss, grads = jax.value_and_grad(sharded_loss)(params, images, labels)
+    return jax.tree.map(lambda p, g: p - lr * g, params, grads), loss
+
+
+def hidden_activations(params, images):
+    return nx.nn.relu(nx.dot(images.shard(), params["w1"].shard(), axis="inputs")).shard()
+
+
+def rule_strategies(n_devices: int = 8):
+    """(title, mesh shape, mesh axes, rules): only the rules and the mesh change, never the model."""
+    return [
+        ("replicated", (n_devices,), ("data",), {}),
+        ("data parallel", (n_devices,), ("data",), {"batch": "data"}),
+        ("model parallel", (n_devices,), ("model",), {"hidden": "model"}),
+        ("data x model", (n_devices // 2, 2), ("data", "model"), {"batch": "data", "hidden": "model"}),
+    ]
+
+
+def sharding_tour(data, steps: int = 3) -> dict[str, list[float]]:
+    section("4. Sharding by name: one model, four strategies, chosen by nx.axis_rules")
+    w1, w2, images, labels = data
+    params = {"w1": nx.wrap(w1, ["inputs", "hidden"]), "w2": nx.wrap(w2, ["hidden", "classes"])}
+    images, labels = nx.wrap(images, ["batch", "inputs"]), nx.wrap(labels, ["batch"])
+    step, hidden = nx.jit(sgd_step), nx.jit(hidden_activations)
+    losses = {}
+    for title, shape, axes, rules in rule_strategies():
+        mesh = jax.make_mesh(shape, axes, axis_types=(jax.sharding.AxisType.Auto,) * len(axes))
+        with jax.set_mesh(mesh), nx.axis_rules(rules):
+            p, curve = params, []
+            for _ in range(steps):
+                p, loss = step(p, images, labels)
+                curve.append(float(loss))
+            picture = nx.visualize_sharding(hidden(p, images))
+        losses[title] = curve
+        print(f"\n{title:<15} rules {str(rules):<38} losses {' '.join(f'{v:.6f}' for v in curve)}")
+        print("hidden activations:", picture)
+    first = next(iter(losses.values()))
+    same = all(np.allclose(c, first, rtol=1e-5) for c in losses.values())
+    print(f"\nevery strategy gives the same losses: {same}")
+    return losses
+
+
+# ---------------------------------------------------------------------------------------------------------
+# 5. Time as a resource, and types
 
 
 # Dims may be variables ("d", "n"): one size per call, shared by every annotation of the call.
@@ -150,7 +215,7 @@ def row_norms(x: Rows) -> RowNorms:
 
 
 def loop_and_types_tour() -> None:
-    section("4. Time as a resource, and types checked at call time")
+    section("5. Time as a resource, and types checked at call time")
     x = jnp.arange(32.0, dtype=jnp.float32).reshape(8, 4)
     at_once = nx.xmap(row_norms, in_axes=["rows", ...], out_axes=["rows"])(x)
     in_chunks = nx.xmap(row_norms, in_axes=["rows", ...], out_axes=["rows"],
@@ -168,6 +233,7 @@ def main(**sizes: int) -> None:
     data = make_data(**sizes)
     xmap_tour(data)
     parallel_tour(data)
+    sharding_tour(data)
     loop_and_types_tour()
 
 

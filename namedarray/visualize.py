@@ -2,8 +2,8 @@
 
 ``nx.visualize_sharding(x)`` returns a :class:`ShardingPicture`: ``print`` it in a terminal, or let a notebook
 display it (``_repr_html_``). Blocks are labelled by the names of the axes they split and the index ranges
-they hold (``batch[0:32]``); a value split along two names is a grid, along one a row, along more a table
-with a row per block. Names that are not split are whole in every block.
+they hold (``batch[0:32]``); a value split along two names is a grid, along one a column, along more a
+table with a row per block. Names that are not split are whole in every block.
 
 >>> import jax, jax.numpy as jnp, namedarray as nx
 >>> print(nx.visualize_sharding(nx.wrap(jnp.zeros((4, 3)), ["batch", "embed"])))
@@ -67,10 +67,10 @@ class ShardingPicture:
             body = [[self._label(a, i)] + [self._cell((i, j)) for j in range(len(self.ranges[1]))]
                     for i in range(len(self.ranges[0]))]
             return header, body
-        if len(self.split) == 1:
+        if len(self.split) == 1:  # a column: one row per block
             (a,) = self.split
-            n = len(self.ranges[0])
-            return [self._label(a, i) for i in range(n)], [[self._cell((i,)) for i in range(n)]]
+            return ["block", "devices"], [[self._label(a, i), self._cell((i,))]
+                                                for i in range(len(self.ranges[0]))]
         header = [self.axes[d] for d in self.split] + ["devices"]
         body = []
         for key in itertools.product(*(range(len(r)) for r in self.ranges)):

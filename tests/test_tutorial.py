@@ -213,5 +213,16 @@ def test_demo_runs(capsys):
     for title in ("data parallel", "model parallel", "data x model"):
         line = next(ln for ln in out.splitlines() if ln.startswith(title))
         assert float(re.search(r"\}\s+(-?[\d.]+)", line).group(1)) == pytest.approx(positional, rel=1e-5)
+    # section 4: one model, four nx.axis_rules strategies, equal losses and a layout picture each
+    curves = {}
+    for title in ("replicated", "data parallel", "model parallel", "data x model"):
+        line = next(ln for ln in out.splitlines() if ln.startswith(title) and "losses" in ln)
+        curves[title] = [float(v) for v in line.split("losses")[1].split()]
+    first = curves["replicated"]
+    assert len(first) == 3 and first[-1] < first[0]
+    for curve in curves.values():
+        np.testing.assert_allclose(curve, first, rtol=1e-5)
+    assert "every strategy gives the same losses: True" in out
+    assert "split batch over data, hidden over model" in out and "hidden[8:16]" in out
     assert "at once and in 4 chunks, equal: True" in out
     assert "a wrong dtype is caught" in out
