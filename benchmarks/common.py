@@ -16,7 +16,8 @@ from collections.abc import Callable
 import jax
 
 COLLECTIVES = re.compile(
-    r"=\s*\S+\s+(all-reduce|all-gather|reduce-scatter|all-to-all|collective-permute|collective-broadcast|"
+    r"=\s*(?:\([^)]*\)|\S+)\s+(all-reduce|all-gather|reduce-scatter|all-to-all|collective-permute|"
+    r"collective-broadcast|"
     r"ragged-all-to-all)(-start)?\(")
 _INSTRUCTION = re.compile(r"^\s*(?:ROOT\s+)?%?[\w.\-]+\s*=\s*\S+\s+([a-z][\w\-]*)\(", re.M)
 # Bookkeeping that is not work: parameters, tuples, constants and free layout views.

@@ -232,6 +232,8 @@ class Jitted:
         names = jit_kwargs.get("donate_argnames", ())
         self._donate_names = {names} if isinstance(names, str) else set(names or ())
         self._jitted = jax.jit(self._traced, **jit_kwargs)
+        # (arguments' treedef, mesh, environment, leaf ranks) -> each leaf's layout (None: not a NamedArray)
+        self._targets: dict[tuple, list] = {}
         functools.update_wrapper(self, fun, updated=())
 
     def __repr__(self) -> str:
@@ -259,9 +261,53 @@ class Jitted:
                   for k, v in kwargs.items()}
         return args, kwargs
 
+    def _dynamic(self, args: tuple, kwargs: dict) -> tuple:
+        if not (self._static or self._static_names):
+            return args, kwargs
+        return (tuple(a for i, a in enumerate(args) if i not in self._static),
+                {k: v for k, v in kwargs.items() if k not in self._static_names})
+
+    def _laid_out(self, args: tuple, kwargs: dict, mesh: Any) -> bool:
+        """Whether every NamedArray argument already has the layout its names ask for (a training loop
+        passes back what the previous step returned, so this is the usual case, and costs one flatten)."""
+        dyn = self._dynamic(args, kwargs)
+        leaves, treedef = jax.tree.flatten(dyn)
+        key = (treedef, mesh, _env.current(), tuple(getattr(v, "ndim", -1) for v in leaves))
+        targets = self._targets.get(key)
+        if targets is None:
+            mapping = active_mapping()
+            targets = []
+            # a NamedArray is one leaf, so the leaves of the two flattenings line up
+            for v, leaf in zip(jax.tree.leaves(dyn, is_leaf=is_named), leaves):
+                if not is_named(v):
+                    targets.append(None)
+                    continue
+                names = canonical(v.names)
+                if any(mapping.get(n) for n in names):
+                    axes = tuple(a for n in names for a in mapping.get(n, ()))
+                    if any(a not in mesh.axis_names for a in axes):
+                        targets.append(False)  # the slow path reports it
+                        continue
+                targets.append(NamedSharding(mesh, placement.storage_spec(leaf.ndim, names, mapping.get)))
+            if len(self._targets) > 64:
+                self._targets.clear()
+            self._targets[key] = targets
+        for v, t in zip(leaves, targets):
+            if t is None or isinstance(v, _Tracer):
+                continue
+            if t is False:
+                return False
+            s = getattr(v, "sharding", None)
+            if s is None or not (s == t or placement.is_placed(v, t)):
+                return False
+        return True
+
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         with self._rules or _NULL, _env.synced():
-            args, kwargs = self._placed(args, kwargs, abstract=False)
+            mesh = _mesh(None)
+            if (mesh is not None and not isinstance(mesh, jax.sharding.AbstractMesh)
+                    and not self._laid_out(args, kwargs, mesh)):
+                args, kwargs = self._placed(args, kwargs, abstract=False)
             return self._jitted(*args, **kwargs)
 
     def lower(self, *args: Any, **kwargs: Any) -> jax.stages.Lowered:

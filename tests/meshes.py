@@ -60,8 +60,9 @@ def same_spec(a, b):
     return norm_spec(a) == norm_spec(b)
 
 
-_COLLECTIVE = re.compile(r"=\s*\S+\s+(all-reduce|all-gather|reduce-scatter|all-to-all|collective-permute|"
-                         r"collective-broadcast|ragged-all-to-all)(-start)?\(")
+# an instruction's type is one array type, or a tuple of them in parentheses (a combined all-reduce)
+_COLLECTIVE = re.compile(r"=\s*(?:\([^)]*\)|\S+)\s+(all-reduce|all-gather|reduce-scatter|all-to-all|"
+                         r"collective-permute|collective-broadcast|ragged-all-to-all)(-start)?\(")
 
 
 def collectives(hlo_text: str) -> dict[str, int]:

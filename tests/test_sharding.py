@@ -459,6 +459,22 @@ def test_nx_jit_as_a_decorator_with_resources_and_without_a_mesh():
     np.testing.assert_array_equal(plain(x).unwrap(TRAILING), x.unwrap(TRAILING) + 1)
 
 
+def test_nx_jit_moves_arguments_laid_out_otherwise_and_follows_new_rules():
+    mesh = auto_mesh((4, 2), ("data", "model"))
+    f = nx.jit(lambda v: v + 1)
+    x = example()
+    with jax.set_mesh(mesh):
+        other = x.shard({"embed": "data"})
+        with nx.axis_rules({"batch": "data"}):
+            a = f(other)  # placed again, by the rules in force
+            b = f(a)  # already laid out: passed as it is
+        with nx.axis_rules({"batch": "model", "embed": "data"}):
+            c = f(b)
+    assert same_spec(a.sharding.spec, P(None, "data")) and same_spec(b.sharding.spec, P(None, "data"))
+    assert same_spec(c.sharding.spec, P(None, "model", "data"))
+    np.testing.assert_array_equal(c.unwrap(TRAILING), x.unwrap(TRAILING) + 3)
+
+
 def test_nx_jit_inside_jit_constrains_instead_of_placing():
     mesh = auto_mesh((8,), ("data",))
     inner = nx.jit(lambda v: v * 2)
