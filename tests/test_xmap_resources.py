@@ -6,9 +6,7 @@ shape has a name mapped to it. Auto meshes (`jax.sharding.Mesh`, `jax.make_mesh(
 Explicit meshes, `jax.set_mesh` and the legacy `with Mesh(...)` are all covered, and serial loops.
 """
 
-import contextlib
 import functools
-import warnings
 
 import jax
 import jax.numpy as jnp
@@ -16,6 +14,7 @@ import numpy as np
 import pytest
 from jax.sharding import AxisType, Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
+from meshes import auto_mesh, in_context, legacy, same_spec
 
 import namedarray as nx
 from namedarray import errors
@@ -25,56 +24,11 @@ def xm(f, in_axes, out_axes, **kw):
     return nx.xmap(f, in_axes=in_axes, out_axes=out_axes, **kw)
 
 
-def auto_mesh(shape, names):
-    return jax.make_mesh(
-        shape, names, axis_types=(AxisType.Auto,) * len(names), devices=jax.devices()[: int(np.prod(shape))]
-    )
-
-
-def explicit_mesh(shape, names):
-    return jax.make_mesh(
-        shape,
-        names,
-        axis_types=(AxisType.Explicit,) * len(names),
-        devices=jax.devices()[: int(np.prod(shape))],
-    )
-
-
-@contextlib.contextmanager
-def legacy(mesh):
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", DeprecationWarning)
-        with mesh:
-            yield
-
-
-def in_context(kind, shape, names):
-    """The mesh contexts xmap code meets: set_mesh with Auto or Explicit axes, and legacy `with Mesh`."""
-    if kind == "auto":
-        return jax.set_mesh(auto_mesh(shape, names))
-    if kind == "explicit":
-        return jax.set_mesh(explicit_mesh(shape, names))
-    n = int(np.prod(shape))
-    return legacy(Mesh(np.array(jax.devices()[:n]).reshape(shape), names))
-
-
 KINDS = ["auto", "explicit", "legacy"]
 
 
 def spec_of(a):
     return a.sharding.spec
-
-
-def same_spec(a, b):
-    """PartitionSpecs equal up to trailing Nones."""
-
-    def norm(s):
-        s = list(s)
-        while s and s[-1] is None:
-            s.pop()
-        return tuple(s)
-
-    return norm(a) == norm(b)
 
 
 # ------------------------------------------------------------------------------------------------------
