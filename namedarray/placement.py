@@ -217,7 +217,7 @@ def constrain(data: Any, spec: PartitionSpec, mesh: Any) -> Any:
     (``device_put``), which a concrete mesh needs.
     """
     if not isinstance(data, _Tracer):
-        return jax.device_put(data, NamedSharding(mesh, spec))
+        return place(data, NamedSharding(mesh, spec))
     explicit = {a for a, t in zip(mesh.axis_names, mesh.axis_types) if t == AxisType.Explicit}
     if not explicit:
         return jax.lax.with_sharding_constraint(data, NamedSharding(mesh, spec))

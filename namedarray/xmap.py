@@ -449,7 +449,8 @@ class XMapped:
                 args = _to_backend(args, self._cfg.backend)
             if plan.mesh is not None and not isinstance(plan.mesh, jax.sharding.AbstractMesh):
                 args = _place_args(self._cfg, plan, args, donate=True)
-            return self._compiled(plan, key, outer)(*args)
+            with _env.synced():
+                return self._compiled(plan, key, outer)(*args)
         except ValueError as e:
             if not isinstance(e, NamedAxisError):  # jax.jit could not flatten the arguments: say why
                 _check_value_keys(args, "in_axes")

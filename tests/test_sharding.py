@@ -592,3 +592,10 @@ def test_nx_jit_under_the_legacy_mesh_context():
     with legacy(mesh), nx.axis_rules(RULES):
         out = nx.jit(lambda v: v + 1)(example())
     assert same_spec(out.sharding.spec, P(None, "data", "model"))
+
+
+def test_shard_of_an_already_placed_value_moves_nothing():
+    mesh = auto_mesh((4, 2), ("data", "model"))
+    x = example().shard(RULES, mesh=mesh)
+    again = x.shard(RULES, mesh=mesh)
+    assert again.data is x.data
