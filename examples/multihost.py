@@ -152,8 +152,8 @@ def main(fast: bool = False) -> None:
     results = launch(steps)
     print(f"done in {time.perf_counter() - t0:.1f} s")
     for r in results:
-        print(f"process {r['process']}: {r['local_devices']} of {r['devices']} devices, loaded {r['local_rows']} "
-              f"of {r['global_batch']} rows")
+        print(f"process {r['process']}: {r['local_devices']} of {r['devices']} devices, loaded "
+              f"{r['local_rows']} of {r['global_batch']} rows")
     print("w1 as the two processes hold it:\n" + results[0]["w1"])
 
     # the same training in this one process, on 8 devices
