@@ -8,15 +8,17 @@ first, as xmap did:
 
 * loops (``fori_loop``, ``while_loop``, ``scan``): each carry leaf holds the union of the names it enters with
   and the names the body returns it with. A body result lacking a name of the carry is broadcast along it; a
-  name the body adds is broadcast into the initial value too, and the body is traced again from there.
+  name the body adds is broadcast into the initial value too (found by tracing the body abstractly).
 * conditionals (``cond``, ``switch``): each output leaf holds the union of the branches' names for it.
 * a plain array or scalar counts as a NamedArray without names.
 * the same name with two sizes cannot be broadcast away: an :class:`~namedarray.errors.AxisSizeError` names
   the name, both sizes and the leaf.
 
 Storage order never matters (a carry crosses the loop boundary in canonical order, see
-:mod:`namedarray.layout`), and values that already agree pass through untouched, traced once. Positional
-shapes, dtypes and the rest of the pytree structure are checked by ``jax.lax`` as usual. A predicate or
+:mod:`namedarray.layout`). ``jax.lax`` is called with your functions first, so where names already agree
+nothing changes (jax's trace caches included); only when it rejects the carry or the branches, and names are
+why, is the call made again with outputs broadcast. Positional shapes, dtypes and the rest of the pytree
+structure are checked by ``jax.lax`` as usual. A predicate or
 switch index must have no named axes. ``scan`` and ``map`` loop over the leading *positional* axis of
 ``xs``, as in ``jax.lax`` (names pass through to the body); to loop over a named axis use ``nx.scan`` and
 ``nx.map`` (:mod:`namedarray.scan`).
@@ -34,6 +36,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import jax
+import jax.numpy as jnp
 from jax.tree_util import keystr
 
 from .array import NamedArray, _make, as_storage, is_named
@@ -78,57 +81,92 @@ def _unnamed(v: Any, where: str, what: str) -> Any:
 
 # --------------------------------------------------------------------------------------------------------
 # Loops: the carry is the fixed point of (initial names) | (names the body returns)
+#
+# Each wrapper first calls jax.lax with the user's own functions: when names already agree (the usual case)
+# nothing changes, and jax's trace caches keep working across eager calls. Only when jax rejects the carry
+# or the branches is their output structure looked at (jax.eval_shape) and the call made again, fitted.
 
 
-class _Widen(Exception):
-    """Raised while tracing a loop body whose carry gains names: the loop restarts from a wider carry."""
-
-    def __init__(self, targets: dict[int, tuple[dict[str, int], tuple[str, ...]]]):
-        super().__init__("internal: a loop carry gained named axes")
-        self.targets = targets
+Targets = tuple  # per flattened leaf: None (left alone) or (sizes, storage order) to broadcast it to
 
 
-def _fit_carry(carry: Any, out: Any, where: str, labels: tuple[str, str]) -> Any:
-    """``out`` (the body's carry) broadcast to the names of ``carry`` (the body's input).
+def _abstract(f: Callable, *args: Any) -> Any:
+    """The structure ``f(*args)`` returns (NamedArrays of shape structs), or None when tracing it fails."""
+    try:
+        return jax.eval_shape(f, *args)
+    except Exception:  # noqa: BLE001  (the caller re-raises jax's own error instead)
+        return None
 
-    Raises :class:`_Widen` when ``out`` has names ``carry`` lacks, and an :class:`AxisSizeError` when a name
-    has two sizes. A structure that differs otherwise is returned as it is, for jax to report.
+
+def _join(shapes: Sequence[dict[str, int] | None], where: str, labels: Sequence[str]) -> tuple | None:
+    """The (sizes, order) a leaf must have to hold every name of ``shapes`` (None: all plain)."""
+    if all(s is None for s in shapes):
+        return None
+    sizes = join_sizes(shapes, where, labels)
+    return sizes, tuple(sizes)
+
+
+def _carry_plan(init: Any, body_shape: Callable[..., Any], extra: tuple, where: str,
+                labels: tuple[str, str]) -> tuple[Targets, Any] | None:
+    """(per-leaf targets for the body's result, the widened initial carry), or None when names are not what
+    makes the carry mismatch (jax's error then stands).
+
+    ``body_shape(carry, *extra)`` is the body's carry result; it is traced abstractly from the carry, and
+    from a wider carry while it returns names the carry lacks: each round adds at least one name to a leaf,
+    so this ends.
     """
-    ins, in_tree = jax.tree.flatten(carry, is_leaf=is_named)
-    outs, out_tree = jax.tree_util.tree_flatten_with_path(out, is_leaf=is_named)
-    if in_tree != out_tree:
-        return out
-    widen = {}
-    fitted = []
-    for k, (c, (path, o)) in enumerate(zip(ins, outs)):
-        if type(c) is not NamedArray and type(o) is not NamedArray:
-            fitted.append(o)
-            continue
-        at = keystr(path)
-        sizes = join_sizes([_sizes(c), _sizes(o)], where, [labels[0] + at, labels[1] + at])
-        if type(c) is NamedArray and len(sizes) == len(c.names):
-            fitted.append(broadcast_to_names(o, sizes, c.names))
-        else:  # the carry must hold more names (or become a NamedArray): widen it, in its order first
-            widen[k] = (sizes, tuple(sizes))
-            fitted.append(o)
-    if widen:
-        raise _Widen(widen)
-    return jax.tree.unflatten(out_tree, fitted)
-
-
-def _until_fixed(run: Callable[[Any], Any], init: Any) -> Any:
-    """``run(init)``, widening ``init`` and running again while the body adds names to the carry.
-
-    Each restart adds at least one name to a leaf of a finite set of names, so this ends.
-    """
+    changed = False
     while True:
-        try:
-            return run(init)
-        except _Widen as w:
-            leaves, tree = jax.tree.flatten(init, is_leaf=is_named)
-            for k, (sizes, order) in w.targets.items():
-                leaves[k] = broadcast_to_names(leaves[k], sizes, order)
-            init = jax.tree.unflatten(tree, leaves)
+        out = _abstract(body_shape, init, *extra)
+        if out is None:
+            return None
+        ins, in_tree = jax.tree.flatten(init, is_leaf=is_named)
+        outs, out_tree = jax.tree_util.tree_flatten_with_path(out, is_leaf=is_named)
+        if in_tree != out_tree:
+            return None
+        targets = []
+        wider = list(ins)
+        for k, (c, (path, o)) in enumerate(zip(ins, outs)):
+            at = keystr(path)
+            t = _join([_sizes(c), _sizes(o)], where, [labels[0] + at, labels[1] + at])
+            targets.append(t)
+            if t is None:
+                continue
+            if type(o) is not NamedArray or len(o.names) != len(t[0]):
+                changed = True  # the body's result lacks names (or is plain): broadcast it
+            if type(c) is not NamedArray or len(c.names) != len(t[0]):
+                wider[k] = broadcast_to_names(c, *t)  # the body adds names: the carry has them from the start
+        if all(w is c for w, c in zip(wider, ins)):
+            return (tuple(targets), init) if changed else None
+        changed = True
+        init = jax.tree.unflatten(in_tree, wider)
+
+
+def _fitted(out: Any, targets: Targets) -> Any:
+    """``out`` with each leaf broadcast to its target (a result that already agrees is left as it is)."""
+    leaves, tree = jax.tree.flatten(out, is_leaf=is_named)
+    return jax.tree.unflatten(tree, [v if t is None else broadcast_to_names(v, *t)
+                                     for v, t in zip(leaves, targets)])
+
+
+def _loop(run: Callable[[Targets | None, Any], Any], init: Any, body_shape: Callable[..., Any],
+          extra: Callable[[], tuple], where: str, labels: tuple[str, str]) -> Any:
+    """``run(None, init)``; when jax rejects the carry and names are why, ``run(targets, wider init)``.
+
+    ``extra()`` gives the abstract arguments that ``body_shape`` takes after the carry.
+    """
+    try:
+        return run(None, init)
+    except TypeError as e:
+        failure = e
+    try:
+        args = extra()
+    except Exception:  # noqa: BLE001  (inputs jax already rejected for another reason)
+        raise failure from None
+    plan = _carry_plan(init, body_shape, args, where, labels)
+    if plan is None:
+        raise failure
+    return run(*plan)
 
 
 def fori_loop(lower: Any, upper: Any, body_fun: Callable, init_val: Any, **kwargs: Any) -> Any:
@@ -139,14 +177,13 @@ def fori_loop(lower: Any, upper: Any, body_fun: Callable, init_val: Any, **kwarg
     >>> nx.lax.fori_loop(0, 3, lambda i, c: c + x, 0.0).named_shape   # the carry gains 'k'
     {'k': 3}
     """
-    where = "nx.lax.fori_loop"
-
-    def run(init):
-        def body(i, c):
-            return _fit_carry(c, body_fun(i, c), where, ("init_val", "body_fun's result"))
+    def run(targets, init):
+        body = body_fun if targets is None else lambda i, c: _fitted(body_fun(i, c), targets)
         return jax.lax.fori_loop(lower, upper, body, init, **kwargs)
 
-    return _until_fixed(run, init_val)
+    index = jax.ShapeDtypeStruct((), jnp.int32)
+    return _loop(run, init_val, lambda c, i: body_fun(i, c), lambda: (index,), "nx.lax.fori_loop",
+                 ("init_val", "body_fun's result"))
 
 
 def while_loop(cond_fun: Callable, body_fun: Callable, init_val: Any) -> Any:
@@ -159,15 +196,14 @@ def while_loop(cond_fun: Callable, body_fun: Callable, init_val: Any) -> Any:
     """
     where = "nx.lax.while_loop"
 
-    def run(init):
-        def test(c):
-            return _unnamed(cond_fun(c), where, "cond_fun's result")
+    def test(c):
+        return _unnamed(cond_fun(c), where, "cond_fun's result")
 
-        def body(c):
-            return _fit_carry(c, body_fun(c), where, ("init_val", "body_fun's result"))
+    def run(targets, init):
+        body = body_fun if targets is None else lambda c: _fitted(body_fun(c), targets)
         return jax.lax.while_loop(test, body, init)
 
-    return _until_fixed(run, init_val)
+    return _loop(run, init_val, body_fun, tuple, where, ("init_val", "body_fun's result"))
 
 
 def _check_positional_xs(xs: Any, where: str) -> None:
@@ -186,15 +222,18 @@ def scan_carrying(f: Callable, init: Any, xs: Any, where: str, **kwargs: Any) ->
 
     The loop under both ``nx.lax.scan`` and ``nx.scan``.
     """
-    def run(init):
-        def body(c, x):
-            out = f(c, x)
-            if not (isinstance(out, tuple) and len(out) == 2):
-                return out  # jax says what a scan body must return
-            return _fit_carry(c, out[0], where, ("init", "the carry f returns")), out[1]
+    def run(targets, init):
+        body = f
+        if targets is not None:
+            def body(c, x):
+                c, y = f(c, x)
+                return _fitted(c, targets), y
         return jax.lax.scan(body, init, xs, **kwargs)
 
-    return _until_fixed(run, init)
+    def step():  # what one step sees of xs
+        return (jax.tree.map(lambda a: jax.ShapeDtypeStruct(a.shape[1:], a.dtype), xs),)
+
+    return _loop(run, init, lambda c, x: f(c, x)[0], step, where, ("init", "the carry f returns"))
 
 
 def scan(f: Callable, init: Any, xs: Any = None, length: int | None = None, reverse: bool = False,
@@ -229,61 +268,39 @@ def map(f: Callable, xs: Any, *, batch_size: int | None = None) -> Any:
 # Conditionals: each output leaf holds the union of the branches' names
 
 
-def _record(out: Any) -> tuple[Any, list[tuple[str, dict[str, int] | None]]]:
-    """What a branch returned, without its values: (structure, (path, named sizes) per leaf)."""
-    leaves, tree = jax.tree_util.tree_flatten_with_path(out, is_leaf=is_named)
-    return tree, [(keystr(path), _sizes(v)) for path, v in leaves]
-
-
-def _join_branches(records: list, where: str) -> list | None:
-    """Per output leaf, the (sizes, order) every branch must give it, or None where names are not at fault.
-
-    None when a branch was not traced, when the structures differ other than by names, or when the names
-    already agree (then jax's error stands).
-    """
-    if any(r is None for r in records) or len({r[0] for r in records}) != 1:
+def _branch_plan(branches: Sequence[Callable], operands: tuple, where: str) -> Targets | None:
+    """Per output leaf, the (sizes, order) every branch must give it, or None when names are not what makes
+    the branches differ (jax's error then stands)."""
+    outs = [_abstract(fn, *operands) for fn in branches]
+    if any(o is None for o in outs):
+        return None
+    flat = [jax.tree_util.tree_flatten_with_path(o, is_leaf=is_named) for o in outs]
+    if len({tree for _, tree in flat}) != 1:
         return None
     targets = []
     changed = False
-    for k in range(len(records[0][1])):
-        shapes = [r[1][k][1] for r in records]
-        if all(s is None for s in shapes):
-            targets.append(None)
-            continue
-        path = records[0][1][k][0]
-        sizes = join_sizes(shapes, where, [f"branch {i}'s output{path}" for i in range(len(records))])
-        changed = changed or any(s is None or len(s) != len(sizes) for s in shapes)
-        targets.append((sizes, tuple(sizes)))
-    return targets if changed else None
+    for k, (path, _) in enumerate(flat[0][0]):
+        leaves = [f[0][k][1] for f in flat]
+        t = _join([_sizes(v) for v in leaves], where,
+                  [f"branch {i}'s output{keystr(path)}" for i in range(len(leaves))])
+        changed = changed or (t is not None and any(type(v) is not NamedArray or len(v.names) != len(t[0])
+                                                    for v in leaves))
+        targets.append(t)
+    return tuple(targets) if changed else None
 
 
-def _branches(call: Callable[[list[Callable]], Any], branches: Sequence[Callable], where: str) -> Any:
-    """``call(branches)`` (a ``jax.lax`` conditional), again with outputs broadcast if names disagreed.
-
-    The first attempt records each branch's output names; only when jax rejects the branches and the names
-    are what differs are they traced again, each output broadcast to the union.
-    """
-    records: list = [None] * len(branches)
-    targets: list | None = None
-
-    def fitted(i: int, fn: Callable) -> Callable:
-        def branch(*operands):
-            out = fn(*operands)
-            if targets is None:
-                records[i] = _record(out)
-                return out
-            leaves, tree = jax.tree.flatten(out, is_leaf=is_named)
-            return jax.tree.unflatten(tree, [v if t is None else broadcast_to_names(v, *t)
-                                             for v, t in zip(leaves, targets)])
-        return branch
-
+def _branches(call: Callable[[Sequence[Callable]], Any], branches: Sequence[Callable], operands: tuple,
+              where: str) -> Any:
+    """``call(branches)`` (a ``jax.lax`` conditional); when jax rejects the branches and their names are why,
+    again with each output broadcast to the union of the branches' names."""
     try:
-        return call([fitted(i, fn) for i, fn in enumerate(branches)])
-    except TypeError:
-        targets = _join_branches(records, where)
-        if targets is None:
-            raise
-    return call([fitted(i, fn) for i, fn in enumerate(branches)])
+        return call(branches)
+    except TypeError as e:
+        failure = e
+    targets = _branch_plan(branches, operands, where)
+    if targets is None:
+        raise failure
+    return call([lambda *ops, fn=fn: _fitted(fn(*ops), targets) for fn in branches])
 
 
 def cond(pred: Any, true_fun: Callable, false_fun: Callable, *operands: Any, **kwargs: Any) -> Any:
@@ -296,8 +313,10 @@ def cond(pred: Any, true_fun: Callable, false_fun: Callable, *operands: Any, **k
     """
     where = "nx.lax.cond"
     pred = _unnamed(pred, where, "the predicate")
+    if "operand" in kwargs:  # jax's older spelling of one operand
+        operands = (*operands, kwargs.pop("operand"))
     return _branches(lambda fs: jax.lax.cond(pred, fs[0], fs[1], *operands, **kwargs),
-                     (true_fun, false_fun), where)
+                     (true_fun, false_fun), operands, where)
 
 
 def switch(index: Any, branches: Sequence[Callable], *operands: Any, **kwargs: Any) -> Any:
@@ -310,4 +329,5 @@ def switch(index: Any, branches: Sequence[Callable], *operands: Any, **kwargs: A
     """
     where = "nx.lax.switch"
     index = _unnamed(index, where, "the index")
-    return _branches(lambda fs: jax.lax.switch(index, fs, *operands, **kwargs), tuple(branches), where)
+    return _branches(lambda fs: jax.lax.switch(index, fs, *operands, **kwargs), tuple(branches), operands,
+                     where)

@@ -43,7 +43,7 @@ from jax.tree_util import keystr
 from .array import NamedArray, _make, as_storage, is_named, transpose
 from .control import scan_carrying
 from .errors import AxisSizeError, AxisSpecError, DuplicateAxisError, fmt_names
-from .layout import align, named_sizes, pos_ndim
+from .layout import named_sizes, pos_ndim
 from .shape import check_name
 
 __all__ = ["scan", "map"]
@@ -102,49 +102,47 @@ def _carried(flat: list) -> str:
     return "; ".join(parts) + more
 
 
-class _Stacked:
-    """The per-step outputs of a loop body, as storages that jax stacks in front, then named ``axis``."""
+class _Stored:
+    """One step's output as it is stored: a pytree whose storage keeps its order (a NamedArray flattens to the
+    canonical one) and whose names are aux data, so that jax stacks it in front as it lies."""
 
-    def __init__(self, axis: str, where: str):
-        self.axis = axis
-        self.where = where
-        self.tree: Any = None
-        self.names: list[tuple[str, ...]] = []
+    __slots__ = ("data", "names")
 
-    def storages(self, ys: Any) -> list[Any]:
-        """The storages of one step's outputs (called once per trace of the body)."""
-        flat, tree = jax.tree_util.tree_flatten_with_path(ys, is_leaf=is_named)
-        out = []
-        names = []
-        for k, (path, v) in enumerate(flat):
-            if type(v) is not NamedArray:
-                out.append(as_storage(v))
-                names.append(())
-                continue
-            if self.axis in v.names:
-                raise DuplicateAxisError(
-                    f"{self.where}: the output y{keystr(path)} of f already has an axis {self.axis!r} (named "
-                    f"axes {fmt_names(v.names)}), but outputs are stacked along {self.axis!r}; rename it")
-            d = v.data
-            again = self.tree is not None and tree == self.tree
-            if again and v.names != self.names[k] and set(v.names) == set(self.names[k]):
-                # another trace of the same body (jax traces some loops twice): keep the first layout
-                d = align(v, self.names[k])
-                names.append(self.names[k])
-            else:
-                names.append(v.names)
-            out.append(d)
-        self.tree, self.names = tree, names
-        return out
+    def __init__(self, data: Any, names: tuple[str, ...]):
+        self.data = data
+        self.names = names
 
-    def result(self, stacked: list[Any]) -> Any:
-        """The outputs, each stacked along ``axis`` (a named axis, stored first among the names)."""
-        leaves = []
-        for d, names in zip(stacked, self.names):
-            p = d.ndim - 1 - len(names)  # positional axes after the stacked one
-            d = transpose(d, (*range(1, p + 1), 0, *range(p + 1, d.ndim)))
-            leaves.append(_make(d, (self.axis, *names)))
-        return jax.tree.unflatten(self.tree, leaves)
+
+jax.tree_util.register_pytree_node(_Stored, lambda s: ((s.data,), s.names),
+                                   lambda names, children: _Stored(children[0], names))
+
+
+def _is_stored(v: Any) -> bool:
+    return type(v) is _Stored
+
+
+def _stored(ys: Any, axis: str, where: str) -> Any:
+    """One step's outputs as :class:`_Stored` leaves; an output that already has ``axis`` is an error."""
+    def store(path, v):
+        if type(v) is not NamedArray:
+            return _Stored(as_storage(v), ())
+        if axis in v.names:
+            raise DuplicateAxisError(
+                f"{where}: the output y{keystr(path)} of f already has an axis {axis!r} (named axes "
+                f"{fmt_names(v.names)}), but outputs are stacked along {axis!r}; rename it")
+        return _Stored(v.data, v.names)
+
+    return jax.tree_util.tree_map_with_path(store, ys, is_leaf=is_named)
+
+
+def _stacked(ys: Any, axis: str) -> Any:
+    """The stacked outputs as NamedArrays: the leading axis jax stacked them along is named ``axis``."""
+    def name(s: _Stored) -> NamedArray:
+        d = s.data
+        p = d.ndim - 1 - len(s.names)  # positional axes after the stacked one
+        return _make(transpose(d, (*range(1, p + 1), 0, *range(p + 1, d.ndim))), (axis, *s.names))
+
+    return jax.tree.map(name, ys, is_leaf=_is_stored)
 
 
 def _checkpointed(body: Callable, remat: Any, where: str) -> Callable:
@@ -177,17 +175,16 @@ def scan(f: Callable[[Any, Any], tuple[Any, Any]], init: Any, xs: Any, axis: str
     where = "nx.scan"
     check_name(axis, where)
     sliced = _Sliced(xs, axis, where)
-    stacked = _Stacked(axis, where)
 
     def body(carry, slices):
         out = f(carry, sliced.step(slices))
         if not (isinstance(out, tuple) and len(out) == 2):
             raise TypeError(f"{where}: f must return a pair (carry, y), got {type(out).__name__}")
-        return out[0], stacked.storages(out[1])
+        return out[0], _stored(out[1], axis, where)
 
     carry, ys = scan_carrying(_checkpointed(body, remat, where), init, sliced.storages, where,
                               reverse=reverse, unroll=unroll)
-    return carry, stacked.result(ys)
+    return carry, _stacked(ys, axis)
 
 
 def map(f: Callable[[Any], Any], xs: Any, axis: str, *, batch_size: int | None = None) -> Any:
@@ -209,7 +206,6 @@ def map(f: Callable[[Any], Any], xs: Any, axis: str, *, batch_size: int | None =
         raise AxisSpecError(f"{where}: batch_size must be a positive int (how many slices along {axis!r} "
                             f"each step computes), or None for one at a time; got {batch_size!r}")
     sliced = _Sliced(xs, axis, where)
-    stacked = _Stacked(axis, where)
-    ys = jax.lax.map(lambda slices: stacked.storages(f(sliced.step(slices))), sliced.storages,
+    ys = jax.lax.map(lambda slices: _stored(f(sliced.step(slices)), axis, where), sliced.storages,
                      batch_size=None if batch_size is None else int(batch_size))
-    return stacked.result(ys)
+    return _stacked(ys, axis)

@@ -220,3 +220,26 @@ def test_lax_map_over_a_named_array_without_positional_axes_says_to_use_nx_map()
         nx.lax.map(lambda r: r, nx.wrap(jnp.ones(3), ["row"]))
     out = nx.lax.map(lambda r: r.sum("k"), nx.wrap(jnp.ones((3, 2)), [None, "k"]), batch_size=2)
     np.testing.assert_array_equal(out, np.full(3, 2.0))
+
+
+def test_where_names_agree_the_users_functions_reach_jax_as_they_are():
+    # jax caches a traced body by the function: repeated eager calls with the same body trace it once
+    traces = {"body": 0, "yes": 0, "no": 0}
+
+    def body(i, c):
+        traces["body"] += 1
+        return c * 0.5
+
+    def yes(v):
+        traces["yes"] += 1
+        return v + 1.0
+
+    def no(v):
+        traces["no"] += 1
+        return v - 1.0
+
+    x = nx.wrap(jnp.ones((2, 3)), ["a", "b"])
+    for _ in range(3):
+        nx.lax.fori_loop(0, 2, body, x)
+        nx.lax.cond(True, yes, no, x)
+    assert traces == {"body": 1, "yes": 1, "no": 1}
