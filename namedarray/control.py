@@ -32,7 +32,8 @@ switch index must have no named axes. ``scan`` and ``map`` loop over the leading
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+import weakref
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from typing import Any
 
 import jax
@@ -44,7 +45,8 @@ from .errors import AxisSpecError, fmt_names
 from .layout import align, named_sizes, pos_ndim
 from .shape import join_sizes
 
-__all__ = ["cond", "switch", "fori_loop", "while_loop", "scan", "map", "scan_carrying", "broadcast_to_names"]
+__all__ = ["cond", "switch", "fori_loop", "while_loop", "scan", "map", "scan_carrying", "broadcast_to_names",
+           "built_around"]
 
 
 def broadcast_to_names(v: Any, sizes: Mapping[str, int], order: tuple[str, ...]) -> NamedArray:
@@ -80,14 +82,50 @@ def _unnamed(v: Any, where: str, what: str) -> Any:
 
 
 # --------------------------------------------------------------------------------------------------------
+# Functions built around the user's, found again by jax's caches
+#
+# jax caches a traced function by the function object (loop bodies, branches, jax.eval_shape), so that an
+# eager loop over the same function is traced and compiled once. A function nx builds around a user's
+# function is kept per (user function, what else it depends on) while the user's function lives.
+
+_BUILT: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def built_around(f: Callable, key: Hashable | None, make: Callable[[Callable[[], Callable]], Callable]
+                 ) -> Callable:
+    """``make(get_f)`` (``get_f()`` gives ``f``), built once per ``(f, key)`` while ``f`` lives.
+
+    ``key`` holds everything else the result depends on; None when it depends on values that change from
+    call to call (then it is built afresh), as when ``f`` cannot be weakly referenced.
+
+    >>> double = lambda x: 2 * x
+    >>> twice = built_around(double, "twice", lambda get: lambda x: get()(get()(x)))
+    >>> twice(3), twice is built_around(double, "twice", lambda get: None)
+    (12, True)
+    """
+    if key is not None:
+        try:
+            table = _BUILT.setdefault(f, {})
+            ref = weakref.ref(f)  # what is built must not keep f, the table's key, alive
+            built = table.get(key)
+        except TypeError:  # f cannot be weakly referenced, or key holds something unhashable
+            return make(lambda: f)
+        if built is None:
+            built = table[key] = make(ref)
+        return built
+    return make(lambda: f)
+
+
+# --------------------------------------------------------------------------------------------------------
 # Loops: the carry is the fixed point of (initial names) | (names the body returns)
 #
-# Each wrapper first calls jax.lax with the user's own functions: when names already agree (the usual case)
-# nothing changes, and jax's trace caches keep working across eager calls. Only when jax rejects the carry
-# or the branches is their output structure looked at (jax.eval_shape) and the call made again, fitted.
+# Each function first calls jax.lax with the user's own functions: when names already agree (the usual
+# case) nothing changes. Only when jax rejects the carry or the branches is their output structure looked
+# at (jax.eval_shape) and the call made again, with outputs broadcast.
 
 
-Targets = tuple  # per flattened leaf: None (left alone) or (sizes, storage order) to broadcast it to
+# Per flattened leaf: None (left alone) or (name -> size items, storage order) to broadcast it to.
+Targets = tuple
 
 
 def _abstract(f: Callable, *args: Any) -> Any:
@@ -103,7 +141,11 @@ def _join(shapes: Sequence[dict[str, int] | None], where: str, labels: Sequence[
     if all(s is None for s in shapes):
         return None
     sizes = join_sizes(shapes, where, labels)
-    return sizes, tuple(sizes)
+    return tuple(sizes.items()), tuple(sizes)
+
+
+def _to(v: Any, target: tuple) -> NamedArray:
+    return broadcast_to_names(v, dict(target[0]), target[1])
 
 
 def _carry_plan(init: Any, body_shape: Callable[..., Any], extra: tuple, where: str,
@@ -132,10 +174,10 @@ def _carry_plan(init: Any, body_shape: Callable[..., Any], extra: tuple, where: 
             targets.append(t)
             if t is None:
                 continue
-            if type(o) is not NamedArray or len(o.names) != len(t[0]):
+            if type(o) is not NamedArray or len(o.names) != len(t[1]):
                 changed = True  # the body's result lacks names (or is plain): broadcast it
-            if type(c) is not NamedArray or len(c.names) != len(t[0]):
-                wider[k] = broadcast_to_names(c, *t)  # the body adds names: the carry has them from the start
+            if type(c) is not NamedArray or len(c.names) != len(t[1]):
+                wider[k] = _to(c, t)  # the body adds names: the carry has them from the start
         if all(w is c for w, c in zip(wider, ins)):
             return (tuple(targets), init) if changed else None
         changed = True
@@ -145,8 +187,7 @@ def _carry_plan(init: Any, body_shape: Callable[..., Any], extra: tuple, where: 
 def _fitted(out: Any, targets: Targets) -> Any:
     """``out`` with each leaf broadcast to its target (a result that already agrees is left as it is)."""
     leaves, tree = jax.tree.flatten(out, is_leaf=is_named)
-    return jax.tree.unflatten(tree, [v if t is None else broadcast_to_names(v, *t)
-                                     for v, t in zip(leaves, targets)])
+    return jax.tree.unflatten(tree, [v if t is None else _to(v, t) for v, t in zip(leaves, targets)])
 
 
 def _loop(run: Callable[[Targets | None, Any], Any], init: Any, body_shape: Callable[..., Any],
@@ -169,6 +210,9 @@ def _loop(run: Callable[[Targets | None, Any], Any], init: Any, body_shape: Call
     return run(*plan)
 
 
+_INDEX = jax.ShapeDtypeStruct((), jnp.int32)  # what a fori_loop body's index looks like, abstractly
+
+
 def fori_loop(lower: Any, upper: Any, body_fun: Callable, init_val: Any, **kwargs: Any) -> Any:
     """``jax.lax.fori_loop`` whose carry broadcasts by name (see the module docstring).
 
@@ -178,11 +222,12 @@ def fori_loop(lower: Any, upper: Any, body_fun: Callable, init_val: Any, **kwarg
     {'k': 3}
     """
     def run(targets, init):
-        body = body_fun if targets is None else lambda i, c: _fitted(body_fun(i, c), targets)
+        body = body_fun if targets is None else built_around(
+            body_fun, ("fori_loop", targets), lambda get: lambda i, c: _fitted(get()(i, c), targets))
         return jax.lax.fori_loop(lower, upper, body, init, **kwargs)
 
-    index = jax.ShapeDtypeStruct((), jnp.int32)
-    return _loop(run, init_val, lambda c, i: body_fun(i, c), lambda: (index,), "nx.lax.fori_loop",
+    shape = built_around(body_fun, "fori_loop shape", lambda get: lambda c, i: get()(i, c))
+    return _loop(run, init_val, shape, lambda: (_INDEX,), "nx.lax.fori_loop",
                  ("init_val", "body_fun's result"))
 
 
@@ -195,12 +240,11 @@ def while_loop(cond_fun: Callable, body_fun: Callable, init_val: Any) -> Any:
     6.0
     """
     where = "nx.lax.while_loop"
-
-    def test(c):
-        return _unnamed(cond_fun(c), where, "cond_fun's result")
+    test = built_around(cond_fun, where, lambda get: lambda c: _unnamed(get()(c), where, "cond_fun's result"))
 
     def run(targets, init):
-        body = body_fun if targets is None else lambda c: _fitted(body_fun(c), targets)
+        body = body_fun if targets is None else built_around(
+            body_fun, ("while_loop", targets), lambda get: lambda c: _fitted(get()(c), targets))
         return jax.lax.while_loop(test, body, init)
 
     return _loop(run, init_val, body_fun, tuple, where, ("init_val", "body_fun's result"))
@@ -225,15 +269,19 @@ def scan_carrying(f: Callable, init: Any, xs: Any, where: str, **kwargs: Any) ->
     def run(targets, init):
         body = f
         if targets is not None:
-            def body(c, x):
-                c, y = f(c, x)
-                return _fitted(c, targets), y
+            def make(get):
+                def body(c, x):
+                    c, y = get()(c, x)
+                    return _fitted(c, targets), y
+                return body
+            body = built_around(f, ("scan", targets), make)
         return jax.lax.scan(body, init, xs, **kwargs)
 
     def step():  # what one step sees of xs
         return (jax.tree.map(lambda a: jax.ShapeDtypeStruct(a.shape[1:], a.dtype), xs),)
 
-    return _loop(run, init, lambda c, x: f(c, x)[0], step, where, ("init", "the carry f returns"))
+    shape = built_around(f, "scan shape", lambda get: lambda c, x: get()(c, x)[0])
+    return _loop(run, init, shape, step, where, ("init", "the carry f returns"))
 
 
 def scan(f: Callable, init: Any, xs: Any = None, length: int | None = None, reverse: bool = False,
@@ -283,7 +331,7 @@ def _branch_plan(branches: Sequence[Callable], operands: tuple, where: str) -> T
         leaves = [f[0][k][1] for f in flat]
         t = _join([_sizes(v) for v in leaves], where,
                   [f"branch {i}'s output{keystr(path)}" for i in range(len(leaves))])
-        changed = changed or (t is not None and any(type(v) is not NamedArray or len(v.names) != len(t[0])
+        changed = changed or (t is not None and any(type(v) is not NamedArray or len(v.names) != len(t[1])
                                                     for v in leaves))
         targets.append(t)
     return tuple(targets) if changed else None
@@ -300,7 +348,8 @@ def _branches(call: Callable[[Sequence[Callable]], Any], branches: Sequence[Call
     targets = _branch_plan(branches, operands, where)
     if targets is None:
         raise failure
-    return call([lambda *ops, fn=fn: _fitted(fn(*ops), targets) for fn in branches])
+    return call([built_around(fn, ("branch", targets), lambda get: lambda *ops: _fitted(get()(*ops), targets))
+                 for fn in branches])
 
 
 def cond(pred: Any, true_fun: Callable, false_fun: Callable, *operands: Any, **kwargs: Any) -> Any:

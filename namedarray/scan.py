@@ -41,7 +41,7 @@ import jax
 from jax.tree_util import keystr
 
 from .array import NamedArray, _make, as_storage, is_named, transpose
-from .control import scan_carrying
+from .control import built_around, scan_carrying
 from .errors import AxisSizeError, AxisSpecError, DuplicateAxisError, fmt_names
 from .layout import named_sizes, pos_ndim
 from .shape import check_name
@@ -84,12 +84,30 @@ class _Sliced:
             raise AxisSpecError(f"{where}: no leaf of xs carries axis {axis!r}, so there is nothing to loop "
                                 f"over; {_carried(flat)}")
 
-    def step(self, slices: list[Any]) -> Any:
-        """``xs`` as one step sees it: the sliced leaves rebuilt around ``slices``, the rest as they are."""
-        leaves = list(self.leaves)
-        for k, names, s in zip(self.at, self.names, slices):
-            leaves[k] = _make(s, names)
-        return jax.tree.unflatten(self.tree, leaves)
+    def layout(self) -> tuple[tuple, bool]:
+        """(what a step needs besides the slices, whether that is static).
+
+        It is static unless ``xs`` holds arrays that reach every step whole (a step closes over those).
+        """
+        sliced = set(self.at)
+        leaves = tuple(None if k in sliced else v for k, v in enumerate(self.leaves))
+        layout = (self.tree, leaves, tuple(self.at), tuple(self.names))
+        static = not any(type(v) is NamedArray or hasattr(v, "ndim") for v in leaves)
+        if static:
+            try:
+                hash(layout)
+            except TypeError:
+                static = False
+        return layout, static
+
+
+def _step_xs(layout: tuple, slices: list[Any]) -> Any:
+    """``xs`` as one step sees it: the sliced leaves rebuilt around ``slices``, the rest as they are."""
+    tree, leaves, at, names = layout
+    leaves = list(leaves)
+    for k, n, s in zip(at, names, slices):
+        leaves[k] = _make(s, n)
+    return jax.tree.unflatten(tree, leaves)
 
 
 def _carried(flat: list) -> str:
@@ -175,15 +193,18 @@ def scan(f: Callable[[Any, Any], tuple[Any, Any]], init: Any, xs: Any, axis: str
     where = "nx.scan"
     check_name(axis, where)
     sliced = _Sliced(xs, axis, where)
+    layout, static = sliced.layout()
 
-    def body(carry, slices):
-        out = f(carry, sliced.step(slices))
-        if not (isinstance(out, tuple) and len(out) == 2):
-            raise TypeError(f"{where}: f must return a pair (carry, y), got {type(out).__name__}")
-        return out[0], _stored(out[1], axis, where)
+    def make(get_f):
+        def body(carry, slices):
+            out = get_f()(carry, _step_xs(layout, slices))
+            if not (isinstance(out, tuple) and len(out) == 2):
+                raise TypeError(f"{where}: f must return a pair (carry, y), got {type(out).__name__}")
+            return out[0], _stored(out[1], axis, where)
+        return _checkpointed(body, remat, where)
 
-    carry, ys = scan_carrying(_checkpointed(body, remat, where), init, sliced.storages, where,
-                              reverse=reverse, unroll=unroll)
+    body = built_around(f, (where, axis, remat, layout) if static else None, make)
+    carry, ys = scan_carrying(body, init, sliced.storages, where, reverse=reverse, unroll=unroll)
     return carry, _stacked(ys, axis)
 
 
@@ -206,6 +227,17 @@ def map(f: Callable[[Any], Any], xs: Any, axis: str, *, batch_size: int | None =
         raise AxisSpecError(f"{where}: batch_size must be a positive int (how many slices along {axis!r} "
                             f"each step computes), or None for one at a time; got {batch_size!r}")
     sliced = _Sliced(xs, axis, where)
-    ys = jax.lax.map(lambda slices: _stored(f(sliced.step(slices)), axis, where), sliced.storages,
-                     batch_size=None if batch_size is None else int(batch_size))
+    layout, static = sliced.layout()
+    if batch_size is not None:
+        ys = jax.lax.map(lambda slices: _stored(f(_step_xs(layout, slices)), axis, where), sliced.storages,
+                         batch_size=int(batch_size))
+        return _stacked(ys, axis)
+
+    def make(get_f):  # jax.lax.map without batches, with a step found again by jax's cache
+        def body(carry, slices):
+            return carry, _stored(get_f()(_step_xs(layout, slices)), axis, where)
+        return body
+
+    _, ys = jax.lax.scan(built_around(f, (where, axis, layout) if static else None, make), (),
+                         sliced.storages)
     return _stacked(ys, axis)

@@ -314,3 +314,27 @@ def test_lax_scan_over_a_named_layer_axis_says_to_use_nx_scan():
         nx.lax.scan(block, x, params)
     out, _ = nx.scan(block, x, params, axis="layer")
     assert out.named_shape == {"batch": 2, "embed": 4}
+
+
+def test_an_eager_loop_over_the_same_function_is_traced_once_and_never_stale():
+    traces = []
+
+    def step(c, x):
+        traces.append(1)
+        return c + x["v"] * x["scale"], None  # the carry becomes a NamedArray: fitted, found again too
+
+    v = nx.wrap(jnp.arange(3.0), ["t"])
+    seen = []
+    for scale in (1.0, 2.0, 1.0, 2.0):  # a static leaf: part of what the step is kept for
+        total, _ = nx.scan(step, 0.0, {"v": v, "scale": scale}, axis="t")
+        assert float(total) == 3.0 * scale
+        seen.append(len(traces))
+    assert seen[1] == seen[2] == seen[3]  # the last two calls trace nothing
+    for scale in (1.0, 2.0):  # an array reaching every step whole: the step closes over it, afresh
+        total, _ = nx.scan(step, 0.0, {"v": v, "scale": nx.wrap(jnp.asarray(scale))}, axis="t")
+        assert float(total) == 3.0 * scale
+    double = lambda r: (traces.append(1), r * 2)[1]  # noqa: E731
+    before = len(traces)
+    for _ in range(3):
+        np.testing.assert_array_equal(nx.map(double, v, axis="t").unwrap(["t"]), [0.0, 2.0, 4.0])
+    assert len(traces) == before + 1
