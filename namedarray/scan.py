@@ -84,21 +84,23 @@ class _Sliced:
             raise AxisSpecError(f"{where}: no leaf of xs carries axis {axis!r}, so there is nothing to loop "
                                 f"over; {_carried(flat)}")
 
-    def layout(self) -> tuple[tuple, bool]:
-        """(what a step needs besides the slices, whether that is static).
+    def layout(self) -> tuple[tuple, tuple | None]:
+        """(what a step needs besides the slices, a key for it when that is static, else None).
 
-        It is static unless ``xs`` holds arrays that reach every step whole (a step closes over those).
+        It is static unless ``xs`` holds arrays that reach every step whole (a step closes over those). The
+        key tells ``1`` from ``1.0`` and ``True``, which a step may treat differently.
         """
         sliced = set(self.at)
         leaves = tuple(None if k in sliced else v for k, v in enumerate(self.leaves))
         layout = (self.tree, leaves, tuple(self.at), tuple(self.names))
-        static = not any(type(v) is NamedArray or hasattr(v, "ndim") for v in leaves)
-        if static:
-            try:
-                hash(layout)
-            except TypeError:
-                static = False
-        return layout, static
+        if any(type(v) is NamedArray or hasattr(v, "ndim") for v in leaves):
+            return layout, None
+        key = (layout, tuple(type(v) for v in leaves))
+        try:
+            hash(key)
+        except TypeError:
+            return layout, None
+        return layout, key
 
 
 def _step_xs(layout: tuple, slices: list[Any]) -> Any:
@@ -163,14 +165,19 @@ def _stacked(ys: Any, axis: str) -> Any:
     return jax.tree.map(name, ys, is_leaf=_is_stored)
 
 
-def _checkpointed(body: Callable, remat: Any, where: str) -> Callable:
+def _check_remat(remat: Any, where: str) -> None:
+    if not (remat is None or isinstance(remat, bool) or callable(remat)):
+        raise TypeError(f"{where}: remat must be True, False or a jax.checkpoint_policies policy, got "
+                        f"{remat!r}")
+
+
+def _checkpointed(body: Callable, remat: bool | Callable | None) -> Callable:
     if remat is False or remat is None:
         return body
+    # inside a loop, common-subexpression elimination cannot undo the recomputation: no need to prevent it
     if remat is True:
-        return jax.checkpoint(body, prevent_cse=False)  # inside a loop, CSE cannot undo the recomputation
-    if callable(remat):
-        return jax.checkpoint(body, prevent_cse=False, policy=remat)
-    raise TypeError(f"{where}: remat must be True, False or a jax.checkpoint_policies policy, got {remat!r}")
+        return jax.checkpoint(body, prevent_cse=False)
+    return jax.checkpoint(body, prevent_cse=False, policy=remat)
 
 
 def scan(f: Callable[[Any, Any], tuple[Any, Any]], init: Any, xs: Any, axis: str = "time", *,
@@ -192,8 +199,9 @@ def scan(f: Callable[[Any, Any], tuple[Any, Any]], init: Any, xs: Any, axis: str
     """
     where = "nx.scan"
     check_name(axis, where)
+    _check_remat(remat, where)
     sliced = _Sliced(xs, axis, where)
-    layout, static = sliced.layout()
+    layout, key = sliced.layout()
 
     def make(get_f):
         def body(carry, slices):
@@ -201,9 +209,9 @@ def scan(f: Callable[[Any, Any], tuple[Any, Any]], init: Any, xs: Any, axis: str
             if not (isinstance(out, tuple) and len(out) == 2):
                 raise TypeError(f"{where}: f must return a pair (carry, y), got {type(out).__name__}")
             return out[0], _stored(out[1], axis, where)
-        return _checkpointed(body, remat, where)
+        return _checkpointed(body, remat)
 
-    body = built_around(f, (where, axis, remat, layout) if static else None, make)
+    body = built_around(f, key and (where, axis, remat, key), make)
     carry, ys = scan_carrying(body, init, sliced.storages, where, reverse=reverse, unroll=unroll)
     return carry, _stacked(ys, axis)
 
@@ -227,7 +235,7 @@ def map(f: Callable[[Any], Any], xs: Any, axis: str, *, batch_size: int | None =
         raise AxisSpecError(f"{where}: batch_size must be a positive int (how many slices along {axis!r} "
                             f"each step computes), or None for one at a time; got {batch_size!r}")
     sliced = _Sliced(xs, axis, where)
-    layout, static = sliced.layout()
+    layout, key = sliced.layout()
     if batch_size is not None:
         ys = jax.lax.map(lambda slices: _stored(f(_step_xs(layout, slices)), axis, where), sliced.storages,
                          batch_size=int(batch_size))
@@ -238,6 +246,5 @@ def map(f: Callable[[Any], Any], xs: Any, axis: str, *, batch_size: int | None =
             return carry, _stored(get_f()(_step_xs(layout, slices)), axis, where)
         return body
 
-    _, ys = jax.lax.scan(built_around(f, (where, axis, layout) if static else None, make), (),
-                         sliced.storages)
+    _, ys = jax.lax.scan(built_around(f, key and (where, axis, key), make), (), sliced.storages)
     return _stacked(ys, axis)

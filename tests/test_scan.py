@@ -333,6 +333,8 @@ def test_an_eager_loop_over_the_same_function_is_traced_once_and_never_stale():
     for scale in (1.0, 2.0):  # an array reaching every step whole: the step closes over it, afresh
         total, _ = nx.scan(step, 0.0, {"v": v, "scale": nx.wrap(jnp.asarray(scale))}, axis="t")
         assert float(total) == 3.0 * scale
+    flagged = lambda c, x: (c + (x["v"] * 2 if x["flag"] is True else x["v"]), None)  # noqa: E731
+    assert [float(nx.scan(flagged, 0.0, {"v": v, "flag": flag}, axis="t")[0]) for flag in (1, True)] == [3, 6]
     double = lambda r: (traces.append(1), r * 2)[1]  # noqa: E731
     before = len(traces)
     for _ in range(3):
