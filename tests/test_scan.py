@@ -66,7 +66,7 @@ def _body(c, xs):
     return new, {"twice": new * 2.0, "plain": 1.0, "sum": new.sum()}
 
 
-@settings(max_examples=30, deadline=None)
+@settings(max_examples=20, deadline=None)
 @given(scan_cases())
 def test_scan_equals_a_python_loop_over_the_axis(case):
     rng = np.random.default_rng(case["seed"])
