@@ -43,6 +43,7 @@ from .contract import dot, inner, matmul, outer, pdot, tensordot, vdot  # noqa: 
 from .distribute import from_process_local, jit, shard, sharding  # noqa: E402
 from .einsum import einsum  # noqa: E402
 from .env import axis_rules  # noqa: E402
+from .scan import map, scan  # noqa: E402
 from .structural import append, concat, concatenate, stack, take  # noqa: E402
 from .visualize import visualize_sharding  # noqa: E402
 from .xmap import SerialLoop, serial_loop, xmap  # noqa: E402

@@ -4,8 +4,11 @@
   ``all_gather``, ``ppermute``, ``pshuffle``, ``psum_scatter``, ``all_to_all``, ``pswapaxes``,
   ``pbroadcast``, ``pcast``, ``axis_index``, ``axis_size``, and ``pdot`` (a contraction over names, from
   :mod:`namedarray.contract`).
-* Control flow and other functions of pytrees (``cond``, ``scan``, ``fori_loop``, ``stop_gradient``, ...)
-  are ``jax.lax``'s own: a NamedArray is a pytree, so they already carry names through.
+* Control flow (:mod:`namedarray.control`): ``cond``, ``switch``, ``fori_loop``, ``while_loop``, ``scan``
+  and ``map`` are ``jax.lax``'s, with carries and branch outputs broadcast by name as xmap did (a carry that
+  loses a name through a ``psum`` in the body is broadcast back along it).
+* Other functions of pytrees (``stop_gradient``, ``associative_scan``, ...) are ``jax.lax``'s own: a
+  NamedArray is a pytree, so they carry names through.
 * Every other function is ``jax.lax.<f>`` lifted with :func:`namedarray.nmap`: it runs as if vmapped over
   the named axes of its NamedArray arguments, and its integer axis arguments keep their positional meaning.
 
@@ -36,16 +39,17 @@ from .collectives import (
     pswapaxes,
 )
 from .contract import pdot
+from .control import cond, fori_loop, map, scan, switch, while_loop
 from .lifted import rest_of
 
 __all__ = ["psum", "pmean", "pmax", "pmin", "all_gather", "ppermute", "pshuffle", "psum_scatter",
-           "all_to_all", "pswapaxes", "pbroadcast", "pcast", "axis_index", "axis_size", "pdot"]
+           "all_to_all", "pswapaxes", "pbroadcast", "pcast", "axis_index", "axis_size", "pdot",
+           "cond", "switch", "fori_loop", "while_loop", "scan", "map"]
 
 # jax.lax functions of whole pytrees: they must see NamedArrays (which are pytrees) unlifted, so that
 # function arguments (branches, loop bodies) receive NamedArrays with their names.
 PYTREE_FUNCTIONS = frozenset("""
-cond switch scan fori_loop while_loop map associative_scan custom_root custom_linear_solve stop_gradient
-optimization_barrier platform_dependent
+associative_scan custom_root custom_linear_solve stop_gradient optimization_barrier platform_dependent
 """.split())
 
 __getattr__, __dir__ = rest_of(jax.lax, globals(), passthrough=PYTREE_FUNCTIONS)

@@ -59,7 +59,8 @@ def named_sizes(x: NamedArray) -> dict[str, int]:
             f"a NamedArray with names {fmt_names(x.names)} holds data of rank {d.ndim}: a transform "
             f"(vmap/scan/map) mapped one of its named axes. Its flattened leaf holds the positional axes "
             f"first and the {k} named axes last, so map a positional axis, counted from the front "
-            "(0 <= in_axes < x.ndim), not a negative one")
+            "(0 <= in_axes < x.ndim), not a negative one; to loop over a named axis, use "
+            "nx.scan(f, init, xs, axis=name) or nx.map(f, xs, axis=name)")
     return dict(zip(x.names, d.shape[d.ndim - k:]))
 
 

@@ -30,7 +30,7 @@ from .errors import (
     fmt_names,
     no_axis,
 )
-from .layout import align
+from .layout import align, named_sizes
 from .shape import check_name, duplicates
 from .specs import AxisSpec, parse
 
@@ -54,6 +54,8 @@ def wrap(array: Any, axes: Any = None, *, where: str = "nx.wrap") -> NamedArray:
     else:
         data, old = to_storage(array, where, "array"), ()
     p = data.ndim - len(old)
+    if p < 0:
+        named_sizes(array)  # raises: a transform (vmap, lax.scan) sliced one of its named axes
     _check_rank(spec, p, where, data.shape[:p])
     new = dict((n, pos) for pos, n in spec.axes)
     clash = sorted(set(new) & set(old))
