@@ -217,7 +217,10 @@ def constrain(data: Any, spec: PartitionSpec, mesh: Any) -> Any:
     (``device_put``), which a concrete mesh needs.
     """
     if not isinstance(data, _Tracer):
-        return place(data, NamedSharding(mesh, spec))
+        target = NamedSharding(mesh, spec)
+        # already there: nothing moves; otherwise placed, so that its .sharding is the NamedSharding asked
+        placed = isinstance(getattr(data, "sharding", None), NamedSharding) and is_placed(data, target)
+        return data if placed else jax.device_put(data, target)
     explicit = {a for a, t in zip(mesh.axis_names, mesh.axis_types) if t == AxisType.Explicit}
     if not explicit:
         return jax.lax.with_sharding_constraint(data, NamedSharding(mesh, spec))
