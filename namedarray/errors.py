@@ -27,6 +27,8 @@ __all__ = [
     "EinsumSpecError",
     "ResourceError",
     "ResourceConflictError",
+    "LoopAxisError",
+    "MeshChangeError",
     "DivisibilityError",
     "MissingResourceError",
     "PositionalMisuseError",
@@ -71,8 +73,25 @@ class ResourceError(NamedAxisError):
     """Base class of the errors about mapping axis names to devices."""
 
 
-class ResourceConflictError(ResourceError):
-    """Two axis names that share a mesh axis occur in one value, or a resource is used twice."""
+class ResourceConflictError(ResourceError, TypeError):
+    """Two axis names that share a mesh axis occur in one value, or a resource is used twice.
+
+    Also a ``TypeError``, the class xmap raised for it, so that xmap-era ``except`` clauses still catch it.
+    """
+
+
+class LoopAxisError(ResourceError, RuntimeError):
+    """A collective or reduction inside ``nx.xmap`` over a name computed by a serial loop.
+
+    Also a ``RuntimeError``, the class xmap raised for it.
+    """
+
+
+class MeshChangeError(ResourceError, RuntimeError):
+    """A different physical mesh inside an ``nx.xmap`` body than the one it runs on.
+
+    Also a ``RuntimeError``, the class xmap raised for it.
+    """
 
 
 class DivisibilityError(ResourceError):
