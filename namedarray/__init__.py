@@ -40,6 +40,7 @@ from .collectives import (  # noqa: E402
     psum_scatter,
 )
 from .contract import dot, inner, matmul, outer, pdot, tensordot, vdot  # noqa: E402
+from .creation import arange, empty, full, geomspace, linspace, logspace, ones, zeros  # noqa: E402
 from .einsum import einsum  # noqa: E402
 from .structural import append, concat, concatenate, stack, take  # noqa: E402
 from .xmap import SerialLoop, serial_loop, xmap  # noqa: E402

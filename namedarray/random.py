@@ -38,19 +38,18 @@ import jax.numpy as jnp
 import numpy as np
 
 from . import engine
-from . import env as _env
 from .array import NamedArray, from_storage
+from .creation import NamedShapeLike, named_shape_arg
 from .errors import AxisSizeError, AxisSpecError, fmt_names
 from .lifted import rest_of
 from .nmap import nmap
-from .shape import check_name, join_sizes
+from .shape import join_sizes
 from .wrapping import untag, wrap
 
 __all__ = ["key", "PRNGKey", "key_data", "wrap_key_data", "split", "fold_in", "normal", "uniform",
            "bernoulli", "randint", "truncated_normal", "gumbel", "exponential", "laplace", "logistic",
            "cauchy", "rademacher", "gamma", "beta", "poisson", "categorical", "permutation"]
 
-NamedShapeLike = Mapping[str, int] | Sequence[str] | str | None
 Shape = Sequence[int] | int | None
 
 key = jax.random.key
@@ -65,29 +64,6 @@ _SCALARS = (int, float, bool, np.number, np.bool_)
 
 # --------------------------------------------------------------------------------------------------------
 # Arguments
-
-
-def _named_shape(named_shape: NamedShapeLike, where: str) -> dict[str, int]:
-    """``named_shape`` as a dict, sizes of bare names taken from the environment and checked against it."""
-    if named_shape is None:
-        return {}
-    env = _env.current()
-    if isinstance(named_shape, Mapping):
-        out = {}
-        for n, s in named_shape.items():
-            check_name(n, where)
-            if isinstance(s, bool) or not isinstance(s, (int, np.integer)) or s < 0:
-                raise AxisSpecError(f"{where}: the size of axis {n!r} in named_shape must be a non-negative "
-                                    f"int, got {s!r}")
-            out[n] = int(s)
-    else:
-        names = (named_shape,) if isinstance(named_shape, str) else tuple(named_shape)
-        out = {check_name(n, where): env.size(n, where) for n in names}
-    for n, s in out.items():
-        if env.is_bound(n) and env.size(n, where) != s:
-            raise AxisSizeError(f"{where}: The shape of axis {n} was specified as {s}, but it really is "
-                                f"{env.size(n)} (axis {n!r} is bound by an enclosing nx.xmap)")
-    return out
 
 
 def _shape(shape: Shape, where: str) -> tuple[int, ...] | None:
@@ -197,7 +173,7 @@ def _sample(name: str, k: Any, params: Mapping[str, Any], shape: Shape, named_sh
             kwargs: Mapping[str, Any]) -> Any:
     where = f"nx.random.{name}"
     fn = getattr(jax.random, name)
-    named = _named_shape(named_shape, where)
+    named = named_shape_arg(named_shape, where)
     shape = _shape(shape, where)
     kwargs = {n: v for n, v in kwargs.items() if v is not None}
     if not named and type(k) is not NamedArray and not any(type(v) is NamedArray for v in params.values()):
@@ -383,7 +359,7 @@ def categorical(key: Any, logits: Any, axis: int | str = -1, shape: Shape = None
     [1, 0]
     """
     where = "nx.random.categorical"
-    named = _named_shape(named_shape, where)
+    named = named_shape_arg(named_shape, where)
     shape = _shape(shape, where)
     kwargs = {"replace": replace, **({"mode": mode} if mode is not None else {})}
     if not named and not isinstance(axis, str) and NamedArray not in (type(key), type(logits)):
