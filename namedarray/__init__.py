@@ -43,6 +43,7 @@ from .contract import dot, inner, matmul, outer, pdot, tensordot, vdot  # noqa: 
 from .creation import arange, empty, full, geomspace, linspace, logspace, ones, zeros  # noqa: E402
 from .einsum import einsum  # noqa: E402
 from .structural import append, concat, concatenate, stack, take  # noqa: E402
+from .surgery import flatten, rearrange, split, tag, unbind, unflatten, untag  # noqa: E402
 from .xmap import SerialLoop, serial_loop, xmap  # noqa: E402
 
 _methods.install(_sys.modules[__name__])

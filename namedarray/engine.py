@@ -246,7 +246,8 @@ def normalize_axis(axis: Any, x: NamedArray, where: str, *,
             if not -p <= a < p:
                 raise AxisSpecError(
                     f"{where}: positional axis {a} is out of bounds for a value with {p} positional "
-                    f"axes (shape {x.shape}; named axes are addressed by name, not by position)")
+                    f"axes (shape {x.shape}{_and_names(x)}; named axes are addressed by name, not by "
+                    "position)")
             a %= p
             if a in ints:
                 raise DuplicateAxisError(f"{where}: duplicate value in 'axis': {a}")
@@ -254,6 +255,11 @@ def normalize_axis(axis: Any, x: NamedArray, where: str, *,
         else:
             raise AxisSpecError(f"{where}: axis must be an int, an axis name or a tuple of them, got {a!r}")
     return tuple(ints), tuple(names)
+
+
+def _and_names(x: NamedArray) -> str:
+    """``, named axes 'a', 'b'`` for messages about positional axes (empty for a value without names)."""
+    return f", named axes {fmt_names(x.names)}" if x.names else ""
 
 
 def _broadcast_missing(x: NamedArray, names: Sequence[str]) -> NamedArray:

@@ -35,7 +35,7 @@ _UNARY = {"neg": "negative", "pos": "positive", "abs": "abs", "invert": "invert"
 # which also take their arguments unpacked, are defined in install)
 _METHODS = {n: n for n in """sum prod max min mean var std any all argmax argmin ptp cumsum cumprod sort
             argsort argpartition repeat squeeze swapaxes ravel diagonal trace conj conjugate round clip take
-            nonzero searchsorted copy dot compress""".split()} | {"flatten": "ravel"}
+            nonzero searchsorted copy dot compress unflatten tag untag""".split()}
 
 
 def install(nx) -> None:
@@ -114,6 +114,18 @@ def install(nx) -> None:
         """
         return nx.unwrap(self, axes)
 
+    def flatten(self, *args, **kwargs):
+        """``x.flatten()`` ravels the positional axes (as NumPy's); ``x.flatten(names, new_name)`` merges
+        named axes into one (:func:`namedarray.flatten`).
+
+        >>> import namedarray as nx
+        >>> nx.zeros({"h": 2, "d": 3}).flatten(("h", "d"), "embed").named_shape
+        {'embed': 6}
+        """
+        if len(args) == 2 and not kwargs:
+            return nx.flatten(self, *args)
+        return nx.ravel(self, *args, **kwargs)
+
     def astype(self, dtype):
         """The same named array with another element type (``nx.astype``).
 
@@ -129,7 +141,7 @@ def install(nx) -> None:
 
     from .render import html_repr, text_repr
 
-    cls.unwrap, cls.astype, cls.rename = unwrap, astype, rename
+    cls.unwrap, cls.astype, cls.rename, cls.flatten = unwrap, astype, rename, flatten
     cls.__repr__ = text_repr
     cls._repr_html_ = html_repr
     cls.__round__ = __round__
