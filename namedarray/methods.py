@@ -151,7 +151,11 @@ def install(nx) -> None:
     cls.mT = property(lambda self: nx.matrix_transpose(self), doc="Swap the last two positional axes.")
     cls.real = property(lambda self: nx.real(self))
     cls.imag = property(lambda self: nx.imag(self))
-    cls.__getitem__ = lambda self, index: nx.indexing.getitem(self, index)
+    from .updates import AtIndexer, getitem
+
+    cls.__getitem__ = getitem
+    cls.at = property(AtIndexer, doc="``x.at[index].set(values)`` & co.: functional updates by position and "
+                                     "name (see :mod:`namedarray.updates`).")
     cls.__array_ufunc__ = _array_ufunc(nx)
     cls.__array_function__ = _array_function(nx)
 
