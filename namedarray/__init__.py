@@ -42,10 +42,13 @@ from .collectives import (  # noqa: E402
 from .contract import dot, inner, matmul, outer, pdot, tensordot, vdot  # noqa: E402
 from .creation import arange, empty, full, geomspace, linspace, logspace, ones, zeros  # noqa: E402
 from .einsum import einsum  # noqa: E402
+from .norms import norm as _norm  # noqa: E402
+from .norms import vector_norm as _vector_norm  # noqa: E402
 from .structural import append, concat, concatenate, stack, take  # noqa: E402
 from .surgery import flatten, rearrange, split, tag, unbind, unflatten, untag  # noqa: E402
 from .xmap import SerialLoop, serial_loop, xmap  # noqa: E402
 
+linalg.norm, linalg.vector_norm = _norm, _vector_norm  # noqa: F821  (nx.linalg: from the mirror above)
 _methods.install(_sys.modules[__name__])
 
 __version__ = "0.1.0"

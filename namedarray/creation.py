@@ -36,7 +36,7 @@ from .shape import check_name
 from .wrapping import tag
 
 __all__ = ["zeros", "ones", "empty", "full", "arange", "linspace", "logspace", "geomspace",
-           "named_shape_arg", "NamedShapeLike"]
+           "named_shape_arg", "shape_args", "NamedShapeLike"]
 
 NamedShapeLike = Mapping[str, int] | Sequence[str] | str | None
 ShapeLike = int | Sequence[int] | Mapping[str, int]
@@ -74,9 +74,14 @@ def named_shape_arg(named_shape: NamedShapeLike, where: str) -> dict[str, int]:
     return out
 
 
-def _shapes(shape: Any, named_shape: NamedShapeLike,
+def shape_args(shape: Any, named_shape: NamedShapeLike,
             where: str) -> tuple[tuple[int, ...], dict[str, int] | None]:
-    """(positional shape, named sizes or None when no name was asked for)."""
+    """(positional shape, named sizes or None when no name was asked for) of ``shape=`` and ``named_shape=``
+    (a mapping as ``shape`` names every axis).
+
+    >>> shape_args((2,), {"b": 3}, "example"), shape_args({"b": 3}, None, "example")
+    (((2,), {'b': 3}), ((), {'b': 3}))
+    """
     if isinstance(shape, Mapping):
         if named_shape is not None:
             raise AxisSpecError(f"{where}: shape is a mapping {dict(shape)!r}, which names every axis, and "
@@ -104,7 +109,7 @@ def operator_index(s: Any, where: str) -> int:
 
 def _filled(fn, shape: Any, named_shape: NamedShapeLike, dtype: Any, kwargs: dict, where: str,
             *fill: Any) -> Any:
-    pshape, named = _shapes(shape, named_shape, where)
+    pshape, named = shape_args(shape, named_shape, where)
     if named is None:
         return fn(pshape, *fill, dtype, **kwargs)
     return _make(fn(pshape + tuple(named.values()), *fill, dtype, **kwargs), tuple(named))
@@ -159,7 +164,7 @@ def full(shape: ShapeLike, fill_value: Any, dtype: Any = None, *, named_shape: N
     where = "nx.full"
     if type(fill_value) is not NamedArray:
         return _filled(jnp.full, shape, named_shape, dtype, kwargs, where, fill_value)
-    pshape, named = _shapes(shape, named_shape, where)
+    pshape, named = shape_args(shape, named_shape, where)
     named = named or {}
     extra = [n for n in fill_value.names if n not in named]
     if extra:

@@ -23,6 +23,7 @@ __all__ = [
     "AxisSpecError",
     "DuplicateAxisError",
     "RankError",
+    "PositionalAxisError",
     "UnplacedAxisError",
     "EinsumSpecError",
     "ResourceError",
@@ -59,6 +60,15 @@ class DuplicateAxisError(AxisSpecError):
 
 class RankError(AxisSpecError):
     """An axis specification that does not fit the rank of the value."""
+
+
+class PositionalAxisError(RankError, TypeError, IndexError):
+    """A function acting on positional axes (a lifted jax function) given a value whose positional axes do not
+    fit: too few of them, or an axis argument out of their range.
+
+    Also a ``TypeError`` and an ``IndexError`` (what jax raises for it), so that code catching jax's error
+    still catches it.
+    """
 
 
 class UnplacedAxisError(AxisSpecError):

@@ -105,14 +105,19 @@ def install(nx) -> None:
     def __round__(self, ndigits=None):
         return nx.round(self, ndigits or 0)
 
-    def unwrap(self, axes=None):
+    def unwrap(self, *axes):
         """The positional array with named axes placed by ``axes`` (see :func:`namedarray.unwrap`).
 
+        Names given as separate arguments are a list: ``x.unwrap("b", "a")`` is ``x.unwrap(["b", "a"])``.
+
         >>> import namedarray as nx, jax.numpy as jnp
-        >>> nx.wrap(jnp.zeros((2, 3)), ["a", "b"]).unwrap({0: "b", 1: "a"}).shape
-        (3, 2)
+        >>> x = nx.wrap(jnp.zeros((2, 3)), ["a", "b"])
+        >>> x.unwrap({0: "b", 1: "a"}).shape, x.unwrap("b", "a").shape
+        ((3, 2), (3, 2))
         """
-        return nx.unwrap(self, axes)
+        if len(axes) == 1 and not isinstance(axes[0], str):
+            return nx.unwrap(self, axes[0])
+        return nx.unwrap(self, list(axes) if axes else None)
 
     def flatten(self, *args, **kwargs):
         """``x.flatten()`` ravels the positional axes (as NumPy's); ``x.flatten(names, new_name)`` merges

@@ -5,8 +5,8 @@
 * ``softmax``, ``log_softmax``, ``logsumexp``, ``logmeanexp``, ``standardize`` and ``glu`` take ``axis`` as
   an int, a name, or a tuple mixing both; a string is always one name, however long.
 * ``one_hot(x, n, axis="classes")`` adds the class axis as a *named* axis.
-* Every other function of ``jax.nn`` is lifted with :func:`namedarray.nmap`; ``nx.nn.initializers`` is
-  ``jax.nn.initializers``.
+* Every other function of ``jax.nn`` is lifted over the names (:mod:`namedarray.lifted`);
+  ``nx.nn.initializers`` is ``jax.nn.initializers``.
 
 A name the value lacks but an enclosing ``nx.xmap`` binds is one along which the value is constant (xmap's
 rule): ``logsumexp`` over it adds ``log(size)``, ``softmax`` divides by the size, ``standardize`` ignores it.
@@ -159,6 +159,8 @@ def _full(operands: tuple, where: str, labels: tuple[str, ...]) -> tuple[list, t
 
 def _storage_axes(axis: Any, x: NamedArray, where: str) -> tuple[tuple[int, ...], int]:
     """(storage axes of ``axis`` in ``x``, product of the sizes of the bound names ``x`` lacks)."""
+    if axis is None:
+        engine.check_reduces(x, where)
     ints, named = engine.normalize_axis(axis, x, where, allow_unbound=True)
     p = engine.pos_ndim(x)
     carried = tuple(p + x.names.index(n) for n in named if n in x.names)

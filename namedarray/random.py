@@ -328,7 +328,7 @@ def _categorical_impl(static, k, logits):
         logits = untag(logits, axis, where=where)
         a = logits.ndim - 1
     else:
-        a = _positional_axis(axis, logits.ndim, where)
+        a = _positional_axis(axis, logits, where)
     sampled, keyed, sizes = _plan(k, [logits], dict(named), where, ["logits"])
     d, fl = _layout(logits, sampled, keyed)
     batch = logits.shape[:a] + logits.shape[a + 1:]
@@ -342,10 +342,12 @@ def _categorical_impl(static, k, logits):
     return from_storage(out, sampled + keyed, where)
 
 
-def _positional_axis(axis: Any, p: int, where: str) -> int:
+def _positional_axis(axis: Any, x: NamedArray, where: str) -> int:
+    p = x.ndim
     if isinstance(axis, bool) or not isinstance(axis, (int, np.integer)) or not -p <= axis < p:
-        raise AxisSpecError(f"{where}: axis={axis!r} is out of range for {p} positional axes (give a name to "
-                            "act along a named axis)")
+        raise AxisSpecError(f"{where}: axis={axis!r} is out of range for {p} positional axes (positional "
+                            f"shape {x.shape}, named axes {fmt_names(x.names) or 'none'}; give a name to act "
+                            "along a named axis)")
     return int(axis) % p
 
 
@@ -373,7 +375,7 @@ def _permutation_impl(static, k, x):
     sampled, keyed, _ = _plan(k, [x], {}, where, ["x"])
     d, fl = _layout(x, sampled, keyed)
     p = x.ndim
-    a = p + sampled.index(axis) if isinstance(axis, str) else _positional_axis(axis, p, where)
+    a = p + sampled.index(axis) if isinstance(axis, str) else _positional_axis(axis, x, where)
     if isinstance(axis, str) and axis not in sampled:
         raise AxisSpecError(f"{where}: cannot permute along {axis!r}, which the key carries")
     kdata, _ = _key_parts(k)

@@ -365,8 +365,13 @@ METHODS = {"sum", "prod", "max", "min", "mean", "var", "std", "any", "all", "arg
 
 @st.composite
 def axis_args(draw, p: int, names: list[str], kind: str):
-    """``axis=`` as None, an int (maybe negative), a name, or (multi only) a shuffled tuple of both."""
-    choices = ["none"] + (["int"] if p else []) + (["name"] if names else [])
+    """``axis=`` as None, an int (maybe negative), a name, or (multi only) a shuffled tuple of both.
+
+    A reduction refuses ``axis=None`` on a value whose axes are all named (it would reduce nothing), so
+    None is drawn for reductions only where there is a positional axis or no name.
+    """
+    none = kind == "along" or p or not names
+    choices = (["none"] if none else []) + (["int"] if p else []) + (["name"] if names else [])
     if kind == "multi":
         choices.append("tuple")
     c = draw(st.sampled_from(choices))
