@@ -97,6 +97,14 @@ def constant(value: Any, dtype: Any = None) -> Callable:
                  lambda key, p, dt, named: creation.full(p, value, dt, named_shape=named), dtype, "constant")
 
 
+def _scaled(draw: Callable, factor: Any) -> Callable:
+    """A named sampler: ``draw``'s standard samples times ``factor``, as jax's initializer computes them."""
+    def sample(key, p, dt, named):
+        return draw(key, p, dt, named_shape=named) * jnp.array(factor, dt)
+
+    return sample
+
+
 def uniform(scale: Any = 1e-2, dtype: Any = None) -> Callable:
     """``jax.nn.initializers.uniform`` (values in ``[0, scale)``); its initializer takes ``named_shape=`` too.
 
@@ -104,10 +112,7 @@ def uniform(scale: Any = 1e-2, dtype: Any = None) -> Callable:
     >>> nx.nn.initializers.uniform()(jax.random.key(0), (2,), named_shape={"k": 3}).named_shape
     {'k': 3}
     """
-    def sample(key, p, dt, named):
-        return _random.uniform(key, p, dt, named_shape=named) * jnp.array(scale, dt)
-
-    return _init(_INIT.uniform(scale, dtype), sample, dtype, "uniform")
+    return _init(_INIT.uniform(scale, dtype), _scaled(_random.uniform, scale), dtype, "uniform")
 
 
 def normal(stddev: Any = 1e-2, dtype: Any = None) -> Callable:
@@ -117,10 +122,7 @@ def normal(stddev: Any = 1e-2, dtype: Any = None) -> Callable:
     >>> nx.nn.initializers.normal()(jax.random.key(0), (2,), named_shape={"k": 3}).named_shape
     {'k': 3}
     """
-    def sample(key, p, dt, named):
-        return _random.normal(key, p, dt, named_shape=named) * jnp.array(stddev, dt)
-
-    return _init(_INIT.normal(stddev, dtype), sample, dtype, "normal")
+    return _init(_INIT.normal(stddev, dtype), _scaled(_random.normal, stddev), dtype, "normal")
 
 
 def truncated_normal(stddev: Any = 1e-2, dtype: Any = None, lower: Any = -2.0, upper: Any = 2.0) -> Callable:

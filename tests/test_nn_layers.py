@@ -5,6 +5,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from conftest import storage_order
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -14,8 +15,8 @@ from namedarray import errors
 
 def _store(draw, logical, names):
     """``logical`` (axes named ``names`` in order) as a NamedArray stored in a random order."""
-    perm = draw(st.permutations(range(len(names))))
-    return nx.wrap(np.transpose(logical, perm), [names[i] for i in perm])
+    perm, named_at = storage_order(draw, 0, names)
+    return nx.wrap(np.transpose(logical, perm), named_at)
 
 
 # --------------------------------------------------------------------------------------------------------
@@ -115,9 +116,8 @@ def test_layer_norm_and_rms_norm_match_the_formula(data):
     pshape = (data.draw(st.integers(1, 3)),) * p
     rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1)))
     d = rng.normal(size=pshape + tuple(sizes[n] for n in names)).astype(np.float32) * 3 + 1
-    perm = data.draw(st.permutations(range(len(names))))
-    x = nx.wrap(np.transpose(d, list(range(p)) + [p + i for i in perm]), {p + j: names[i] for j, i in
-                                                                          enumerate(perm)})
+    perm, named_at = storage_order(data.draw, p, names)
+    x = nx.wrap(np.transpose(d, perm), named_at)
     axis = tuple(data.draw(st.lists(st.sampled_from(names + list(range(p))), min_size=1, unique=True)))
     axes = tuple(a if isinstance(a, int) else p + names.index(a) for a in axis)
     scaled = [n for n in names if data.draw(st.booleans())]

@@ -8,6 +8,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from conftest import storage_order
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -19,20 +20,14 @@ POOL = ("a", "bb", "c1", "seq", "head_dim")
 
 @st.composite
 def stored(draw, logical_shape, names_at, data=None):
-    """``(data, x)``: data of ``logical_shape`` whose axes ``names_at`` ({axis: name}) are named, stored in a
-    random order (positional axes keep their relative order)."""
+    """``(data, x)``: data of ``logical_shape`` (positional axes first) whose axes ``names_at`` ({axis: name})
+    are named, stored in a random order (positional axes keep their relative order)."""
     if data is None:
         rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
         data = rng.integers(-50, 50, logical_shape).astype(np.int32)
-    pos = [i for i in range(len(logical_shape)) if i not in names_at]
-    named = draw(st.permutations(sorted(names_at)))
-    slots = sorted(draw(st.lists(st.integers(0, len(logical_shape) - 1), min_size=len(named),
-                                 max_size=len(named), unique=True)))
-    order, it_pos, it_named = [], iter(pos), iter(named)
-    for i in range(len(logical_shape)):
-        order.append(next(it_named) if i in slots else next(it_pos))
-    x = nx.wrap(np.transpose(data, order), {i: names_at[a] for i, a in enumerate(order) if a in names_at})
-    return data, x
+    p = len(logical_shape) - len(names_at)  # positional axes first, then the named ones
+    perm, named_at = storage_order(draw, p, [names_at[a] for a in sorted(names_at)])
+    return data, nx.wrap(np.transpose(data, perm), named_at)
 
 
 def _logical(x, names):

@@ -11,6 +11,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from conftest import storage_order
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -22,13 +23,7 @@ NAMES = ("b", "seq", "k2")
 
 def _wrap_any_order(draw, logical, p, names):
     """``logical`` (p positional axes, then ``names``) as a NamedArray stored in a random order."""
-    rank = logical.ndim
-    slots = sorted(draw(st.lists(st.integers(0, rank - 1), min_size=len(names), max_size=len(names),
-                                 unique=True))) if names else []
-    order_names = draw(st.permutations(names))
-    named_at = dict(zip(slots, order_names))
-    pos = iter(range(p))
-    perm = [p + names.index(named_at[i]) if i in named_at else next(pos) for i in range(rank)]
+    perm, named_at = storage_order(draw, p, names)
     return nx.wrap(np.transpose(logical, perm), named_at)
 
 
