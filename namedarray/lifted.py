@@ -44,7 +44,7 @@ from . import env as _env
 from .array import NamedArray
 from .errors import AxisSpecError, NamedAxisError, PositionalAxisError, fmt_names
 
-__all__ = ["rest_of", "lift", "AXIS_PARAMS", "MIN_RANK", "AXIS_OF", "ALL_AXES"]
+__all__ = ["rest_of", "lift", "has_name", "AXIS_PARAMS", "MIN_RANK", "AXIS_OF", "ALL_AXES"]
 
 #: Parameters through which jax's functions take axis positions.
 AXIS_PARAMS = frozenset("""axis axes axis1 axis2 axisa axisb axisc source destination dimension dimensions
@@ -184,7 +184,8 @@ def _shape(x: NamedArray) -> str:
     return f"positional shape {x.shape}, named axes {fmt_names(x.names)}"
 
 
-def _has_name(v: Any) -> bool:
+def has_name(v: Any) -> bool:
+    """Whether an axis argument holds a name (a str, or a tuple or list with one)."""
     if isinstance(v, str):
         return True
     return isinstance(v, (tuple, list)) and any(isinstance(a, str) for a in v)
@@ -214,7 +215,7 @@ def lift(fn: Callable, where: str, module: str = "", name: str | None = None) ->
         for p in axis_params:  # a lifted function only sees positional axes: say so, not int(name)
             i = positions[p]
             v = args[i] if i < len(args) else kwargs.get(p)
-            if _has_name(v):
+            if has_name(v):
                 raise AxisSpecError(
                     f"{where} is lifted over named axes, so its {p} counts positional axes only; got {v!r}. "
                     "The named axes are mapped over, not addressed: to act along one, give it a position "

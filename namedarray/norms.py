@@ -20,17 +20,11 @@ import jax.numpy as jnp
 
 from . import engine
 from .array import NamedArray
-from .lifted import lift
+from .lifted import has_name, lift
 
 __all__ = ["norm", "vector_norm"]
 
 Axis = int | str | tuple[int | str, ...] | None
-
-
-def _has_name(axis: Any) -> bool:
-    if isinstance(axis, str):
-        return True
-    return isinstance(axis, (tuple, list)) and any(isinstance(a, str) for a in axis)
 
 
 def norm(x: Any, ord: Any = None, axis: Axis = None, keepdims: bool = False) -> Any:
@@ -42,7 +36,7 @@ def norm(x: Any, ord: Any = None, axis: Axis = None, keepdims: bool = False) -> 
     {'b': 4}
     """
     where = "nx.linalg.norm"
-    if _has_name(axis) and type(x) is NamedArray:
+    if has_name(axis) and type(x) is NamedArray:
         return engine.reduce(jnp.linalg.norm, x, axis, where, keepdims, (("ord", ord),))
     if axis is None:
         engine.check_reduces(x, where)
@@ -58,7 +52,7 @@ def vector_norm(x: Any, /, *, axis: Axis = None, keepdims: bool = False, ord: An
     [2.0, 2.0, 2.0]
     """
     where = "nx.linalg.vector_norm"
-    if _has_name(axis) and type(x) is NamedArray:
+    if has_name(axis) and type(x) is NamedArray:
         return engine.reduce(jnp.linalg.vector_norm, x, axis, where, keepdims, (("ord", ord),))
     if axis is None:
         engine.check_reduces(x, where)
