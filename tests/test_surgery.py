@@ -52,7 +52,7 @@ def flatten_cases(draw):
     return data, x, names, merged, new
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=30, deadline=None)
 @given(flatten_cases())
 def test_flatten_unflatten_round_trip(case):
     data, x, names, merged, new = case
@@ -176,7 +176,7 @@ def rearrange_cases(draw):
     return spec, x, sizes, ref, len(rpos), out_names
 
 
-@settings(max_examples=80, deadline=None)
+@settings(max_examples=60, deadline=None)
 @given(rearrange_cases())
 def test_rearrange_matches_numpy_reshape_and_transpose(case):
     spec, x, sizes, ref, p, out_names = case
