@@ -26,6 +26,7 @@ globals().update(_FUNCTIONS)
 
 from . import indexing, lax, nn, random, typing  # noqa: E402
 from . import methods as _methods  # noqa: E402  (operators route to the final nx.<f> set above)
+from .autodiff import grad, value_and_grad  # noqa: E402
 from .collectives import (  # noqa: E402
     all_gather,
     all_to_all,
@@ -40,14 +41,19 @@ from .collectives import (  # noqa: E402
     psum_scatter,
 )
 from .contract import dot, inner, matmul, outer, pdot, tensordot, vdot  # noqa: E402
+from .creation import arange, empty, full, geomspace, linspace, logspace, ones, zeros  # noqa: E402
 from .distribute import from_process_local, jit, shard, sharding  # noqa: E402
 from .einsum import einsum  # noqa: E402
 from .env import axis_rules  # noqa: E402
+from .norms import norm as _norm  # noqa: E402
+from .norms import vector_norm as _vector_norm  # noqa: E402
 from .scan import map, scan  # noqa: E402
 from .structural import append, concat, concatenate, stack, take  # noqa: E402
+from .surgery import flatten, rearrange, split, tag, unbind, unflatten, untag  # noqa: E402
 from .visualize import visualize_sharding  # noqa: E402
 from .xmap import SerialLoop, serial_loop, xmap  # noqa: E402
 
+linalg.norm, linalg.vector_norm = _norm, _vector_norm  # noqa: F821  (nx.linalg: from the mirror above)
 _methods.install(_sys.modules[__name__])
 
 __version__ = "0.1.0"

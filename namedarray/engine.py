@@ -45,7 +45,7 @@ from .errors import (
 from .layout import align, join, named_sizes, pos_ndim, union
 from .shape import join_sizes
 
-__all__ = ["run", "elementwise", "reduce", "along", "lift", "normalize_axis", "stats"]
+__all__ = ["run", "elementwise", "reduce", "check_reduces", "along", "lift", "normalize_axis", "stats"]
 
 _Tracer = jax.core.Tracer
 try:  # the concrete array type: `type(d) is _ArrayImpl` rules out a tracer far faster than isinstance
@@ -246,7 +246,8 @@ def normalize_axis(axis: Any, x: NamedArray, where: str, *,
             if not -p <= a < p:
                 raise AxisSpecError(
                     f"{where}: positional axis {a} is out of bounds for a value with {p} positional "
-                    f"axes (shape {x.shape}; named axes are addressed by name, not by position)")
+                    f"axes (shape {x.shape}{_and_names(x)}; named axes are addressed by name, not by "
+                    "position)")
             a %= p
             if a in ints:
                 raise DuplicateAxisError(f"{where}: duplicate value in 'axis': {a}")
@@ -254,6 +255,11 @@ def normalize_axis(axis: Any, x: NamedArray, where: str, *,
         else:
             raise AxisSpecError(f"{where}: axis must be an int, an axis name or a tuple of them, got {a!r}")
     return tuple(ints), tuple(names)
+
+
+def _and_names(x: NamedArray) -> str:
+    """``, named axes 'a', 'b'`` for messages about positional axes (empty for a value without names)."""
+    return f", named axes {fmt_names(x.names)}" if x.names else ""
 
 
 def _broadcast_missing(x: NamedArray, names: Sequence[str]) -> NamedArray:
@@ -316,7 +322,27 @@ def reduce(fn: Callable, x: Any, axis: Any, where: str, keepdims: bool = False, 
         return fn(x, *extra, axis=axis, **kw)
     if isinstance(axis, list):
         axis = tuple(axis)
+    elif axis is None:
+        check_reduces(x, where)
     return run(_reduce_impl, (fn, where, axis, keepdims, kwargs, single), (x, *extra))
+
+
+def check_reduces(x: Any, where: str) -> None:
+    """Refuse ``axis=None`` on a value whose axes are all named, outside ``nx.xmap`` bodies.
+
+    ``axis=None`` reduces the positional axes only (xmap's rule), so on such a value it would reduce nothing
+    and return it unchanged: ``logits - logsumexp(logits)`` would be zeros. Inside an ``nx.xmap`` body, where
+    values are per-example views and xmap's rule is the contract, it holds as it is.
+
+    >>> import namedarray as nx
+    >>> check_reduces(nx.zeros((3,), named_shape={"b": 2}), "nx.sum")   # a positional axis to reduce: fine
+    """
+    if type(x) is NamedArray and x.names and x.data.ndim == len(x.names) and not _env.current().sizes:
+        names = x.names
+        raise AxisSpecError(
+            f"{where}: axis=None reduces the positional axes only (named axes are reduced only when named), "
+            f"and this value has none: its axes are all named ({fmt_names(names)}). Name the axes to reduce: "
+            f"axis={names[0]!r}" + (f", or axis={tuple(names)!r} for all of them" if len(names) > 1 else ""))
 
 
 # --------------------------------------------------------------------------------------------------------

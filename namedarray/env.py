@@ -32,7 +32,7 @@ from typing import Any
 import jax
 
 from . import placement
-from .errors import AxisNameShadowingError, ResourceError, UnboundAxisError, fmt_names
+from .errors import AxisNameShadowingError, LoopAxisError, UnboundAxisError, fmt_names
 
 __all__ = ["AxisEnv", "current", "bind", "axis_rules", "synced", "EMPTY"]
 
@@ -98,7 +98,7 @@ class AxisEnv:
         """The bound size of ``name``, or :class:`UnboundAxisError`."""
         if name in self.loops:  # computed in chunks by a serial loop: the body only sees one chunk
             prefix = f"{where}: " if where else ""
-            raise ResourceError(
+            raise LoopAxisError(
                 f"{prefix}named axes with loop resources assigned to them cannot be referenced inside the "
                 f"xmapped computation (e.g. in collectives or reductions), but {name!r} violates that rule")
         try:

@@ -23,10 +23,13 @@ __all__ = [
     "AxisSpecError",
     "DuplicateAxisError",
     "RankError",
+    "PositionalAxisError",
     "UnplacedAxisError",
     "EinsumSpecError",
     "ResourceError",
     "ResourceConflictError",
+    "LoopAxisError",
+    "MeshChangeError",
     "DivisibilityError",
     "MissingResourceError",
     "PositionalMisuseError",
@@ -59,6 +62,15 @@ class RankError(AxisSpecError):
     """An axis specification that does not fit the rank of the value."""
 
 
+class PositionalAxisError(RankError, TypeError, IndexError):
+    """A function acting on positional axes (a lifted jax function) given a value whose positional axes do not
+    fit: too few of them, or an axis argument out of their range.
+
+    Also a ``TypeError`` and an ``IndexError`` (what jax raises for it), so that code catching jax's error
+    still catches it.
+    """
+
+
 class UnplacedAxisError(AxisSpecError):
     """A named axis that an ``unwrap``/``out_axes`` specification leaves without a position."""
 
@@ -71,8 +83,25 @@ class ResourceError(NamedAxisError):
     """Base class of the errors about mapping axis names to devices."""
 
 
-class ResourceConflictError(ResourceError):
-    """Two axis names that share a mesh axis occur in one value, or a resource is used twice."""
+class ResourceConflictError(ResourceError, TypeError):
+    """Two axis names that share a mesh axis occur in one value, or a resource is used twice.
+
+    Also a ``TypeError``, the class xmap raised for it, so that xmap-era ``except`` clauses still catch it.
+    """
+
+
+class LoopAxisError(ResourceError, RuntimeError):
+    """A collective or reduction inside ``nx.xmap`` over a name computed by a serial loop.
+
+    Also a ``RuntimeError``, the class xmap raised for it.
+    """
+
+
+class MeshChangeError(ResourceError, RuntimeError):
+    """A different physical mesh inside an ``nx.xmap`` body than the one it runs on.
+
+    Also a ``RuntimeError``, the class xmap raised for it.
+    """
 
 
 class DivisibilityError(ResourceError):

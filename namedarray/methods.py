@@ -35,7 +35,7 @@ _UNARY = {"neg": "negative", "pos": "positive", "abs": "abs", "invert": "invert"
 # which also take their arguments unpacked, are defined in install)
 _METHODS = {n: n for n in """sum prod max min mean var std any all argmax argmin ptp cumsum cumprod sort
             argsort argpartition repeat squeeze swapaxes ravel diagonal trace conj conjugate round clip take
-            nonzero searchsorted copy dot compress""".split()} | {"flatten": "ravel"}
+            nonzero searchsorted copy dot compress unflatten tag untag""".split()}
 
 
 def install(nx) -> None:
@@ -105,14 +105,31 @@ def install(nx) -> None:
     def __round__(self, ndigits=None):
         return nx.round(self, ndigits or 0)
 
-    def unwrap(self, axes=None):
+    def unwrap(self, *axes):
         """The positional array with named axes placed by ``axes`` (see :func:`namedarray.unwrap`).
 
+        Names given as separate arguments are a list: ``x.unwrap("b", "a")`` is ``x.unwrap(["b", "a"])``.
+
         >>> import namedarray as nx, jax.numpy as jnp
-        >>> nx.wrap(jnp.zeros((2, 3)), ["a", "b"]).unwrap({0: "b", 1: "a"}).shape
-        (3, 2)
+        >>> x = nx.wrap(jnp.zeros((2, 3)), ["a", "b"])
+        >>> x.unwrap({0: "b", 1: "a"}).shape, x.unwrap("b", "a").shape
+        ((3, 2), (3, 2))
         """
-        return nx.unwrap(self, axes)
+        if len(axes) == 1 and not isinstance(axes[0], str):
+            return nx.unwrap(self, axes[0])
+        return nx.unwrap(self, list(axes) if axes else None)
+
+    def flatten(self, *args, **kwargs):
+        """``x.flatten()`` ravels the positional axes (as NumPy's); ``x.flatten(names, new_name)`` merges
+        named axes into one (:func:`namedarray.flatten`).
+
+        >>> import namedarray as nx
+        >>> nx.zeros({"h": 2, "d": 3}).flatten(("h", "d"), "embed").named_shape
+        {'embed': 6}
+        """
+        if len(args) == 2 and not kwargs:
+            return nx.flatten(self, *args)
+        return nx.ravel(self, *args, **kwargs)
 
     def astype(self, dtype):
         """The same named array with another element type (``nx.astype``).
@@ -130,7 +147,8 @@ def install(nx) -> None:
     from .distribute import shard_method
     from .render import html_repr, text_repr
 
-    cls.unwrap, cls.astype, cls.rename, cls.shard = unwrap, astype, rename, shard_method
+    cls.unwrap, cls.astype, cls.rename, cls.flatten = unwrap, astype, rename, flatten
+    cls.shard = shard_method
     cls.__repr__ = text_repr
     cls._repr_html_ = html_repr
     cls.__round__ = __round__
@@ -140,7 +158,11 @@ def install(nx) -> None:
     cls.mT = property(lambda self: nx.matrix_transpose(self), doc="Swap the last two positional axes.")
     cls.real = property(lambda self: nx.real(self))
     cls.imag = property(lambda self: nx.imag(self))
-    cls.__getitem__ = lambda self, index: nx.indexing.getitem(self, index)
+    from .updates import AtIndexer, getitem
+
+    cls.__getitem__ = getitem
+    cls.at = property(AtIndexer, doc="``x.at[index].set(values)`` & co.: functional updates by position and "
+                                     "name (see :mod:`namedarray.updates`).")
     cls.__array_ufunc__ = _array_ufunc(nx)
     cls.__array_function__ = _array_function(nx)
 

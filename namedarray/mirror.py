@@ -36,9 +36,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from . import engine, kernels
+from . import engine, kernels, lifted
 from .array import NamedArray
-from .errors import AxisSpecError, PositionalMisuseError, fmt_names
+from .errors import PositionalMisuseError, fmt_names
 from .shape import join_sizes
 from .wrapping import untag
 
@@ -177,6 +177,8 @@ def _reduction(fn: Callable, name: str, multi: bool) -> Callable:
         arrays = sorted(k for k, v in kwargs.items() if _is_array(v))
         if arrays:
             raise TypeError(f"{where}: array-valued options {arrays} are not supported on NamedArrays")
+        if axis is None:
+            engine.check_reduces(a, where)
         if not multi and (axis is None or isinstance(axis, (tuple, list))) and not _has_name(axis):
             # one positional axis or the flattened positional part: exactly the positional semantics
             return engine.lift(op, (a, *extra), dict(kwargs, axis=axis, **(
@@ -224,6 +226,7 @@ def _along(fn: Callable, name: str) -> Callable:
     slots = [p.name for p in params if p.kind is p.POSITIONAL_OR_KEYWORD]
     varargs = any(p.kind is p.VAR_POSITIONAL for p in params)
     default_axis = next((p.default for p in params if p.name == "axis"), None)
+    positional = lifted.lift(fn, where, "", name)  # along positions: the checks of every lifted function
 
     @functools.wraps(fn)
     def f(a, *args, **kwargs):
@@ -241,7 +244,7 @@ def _along(fn: Callable, name: str) -> Callable:
             if isinstance(a, NamedArray) and axis is not None:
                 # jnp would count the axis in the positional part alone and not say why it is missing
                 engine.normalize_axis(axis, a, where)
-            return engine.lift(fn, (a, *args), kwargs, where)
+            return positional(a, *args, **kwargs)
         kwargs.pop("axis")
         if any(_is_array(v) for v in kwargs.values()) or any(_is_array(v) for v in args):
             raise TypeError(f"{where}: along a named axis, options must be static (got an array argument)")
@@ -316,30 +319,9 @@ def _value_dependent(fn: Callable, name: str) -> Callable:
     return f
 
 
-# the parameters through which jax.numpy functions take axis positions
-_AXIS_PARAMS = {"axis", "axes", "axis1", "axis2", "axisa", "axisb", "axisc", "source", "destination"}
-
-
 def _lifted(fn: Callable, name: str) -> Callable:
-    where = f"nx.{name}"
-    try:
-        params = list(inspect.signature(fn).parameters)
-    except (TypeError, ValueError):  # a builtin without a signature takes no axis by keyword either
-        params = []
-    axis_params = [(i, p) for i, p in enumerate(params) if p in _AXIS_PARAMS]
-
-    @functools.wraps(fn)
-    def f(*args, **kwargs):
-        for i, p in axis_params:  # a lifted function only sees positional axes: say so, not int(name)
-            v = args[i] if i < len(args) else kwargs.get(p)
-            if _has_name(v):
-                raise AxisSpecError(
-                    f"{where} is lifted over named axes, so its {p} counts positional axes only; got {v!r}. "
-                    "The named axes are mapped over, not addressed: to act along one, give it a position "
-                    "first (nx.unwrap)")
-        return engine.lift(fn, args, kwargs, where)
-
-    return f
+    module, _, short = name.rpartition(".")
+    return lifted.lift(fn, f"nx.{name}", module, short)
 
 
 def _where(condition, x=None, y=None, /, *, size=None, fill_value=None):
@@ -360,7 +342,10 @@ def _trapezoid(y, x=None, dx=1.0, axis: int | str = -1):
     """``jnp.trapezoid``; along a name, sample points ``x`` that carry that name are matched by it."""
     if isinstance(axis, str) and isinstance(y, NamedArray):
         return engine.run(_trapezoid_impl, (axis, "nx.trapezoid"), (y, x, dx))
-    return engine.lift(jnp.trapezoid, (y, x, dx), {"axis": axis}, "nx.trapezoid")
+    return _positional_trapezoid(y, x, dx, axis=axis)
+
+
+_positional_trapezoid = lifted.lift(jnp.trapezoid, "nx.trapezoid", "", "trapezoid")
 
 
 def _trapezoid_impl(static, y, x, dx):

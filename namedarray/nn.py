@@ -5,8 +5,11 @@
 * ``softmax``, ``log_softmax``, ``logsumexp``, ``logmeanexp``, ``standardize`` and ``glu`` take ``axis`` as
   an int, a name, or a tuple mixing both; a string is always one name, however long.
 * ``one_hot(x, n, axis="classes")`` adds the class axis as a *named* axis.
-* Every other function of ``jax.nn`` is lifted with :func:`namedarray.nmap`; ``nx.nn.initializers`` is
-  ``jax.nn.initializers``.
+* ``layer_norm(x, axis, scale, bias)`` and ``rms_norm(x, axis, scale)`` normalize along names;
+  ``dot_product_attention`` takes the names of the sequences and head features
+  (:mod:`namedarray.attention`); ``nx.nn.initializers`` also take ``named_shape=``
+  (:mod:`namedarray.initializers`).
+* Every other function of ``jax.nn`` is lifted over the names (:mod:`namedarray.lifted`).
 
 A name the value lacks but an enclosing ``nx.xmap`` binds is one along which the value is constant (xmap's
 rule): ``logsumexp`` over it adds ``log(size)``, ``softmax`` divides by the size, ``standardize`` ignores it.
@@ -34,10 +37,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from . import engine, kernels
+from . import engine, initializers, kernels
 from . import env as _env
 from .array import NamedArray, _make, from_storage
-from .errors import AxisSizeError, AxisSpecError, DuplicateAxisError
+from .attention import dot_product_attention
+from .errors import AxisSizeError, AxisSpecError, DuplicateAxisError, fmt_names
 from .layout import union
 from .lifted import rest_of
 from .wrapping import wrap
@@ -45,7 +49,8 @@ from .wrapping import wrap
 __all__ = ["relu", "relu6", "gelu", "sigmoid", "silu", "swish", "softplus", "tanh", "elu", "celu", "selu",
            "leaky_relu", "log_sigmoid", "soft_sign", "hard_sigmoid", "hard_silu", "hard_swish", "hard_tanh",
            "mish", "squareplus", "sparse_plus", "sparse_sigmoid", "log1mexp", "identity", "softmax",
-           "log_softmax", "logsumexp", "logmeanexp", "standardize", "glu", "one_hot"]
+           "log_softmax", "logsumexp", "logmeanexp", "standardize", "glu", "one_hot", "layer_norm",
+           "rms_norm", "dot_product_attention", "initializers"]
 
 Axis = int | str | tuple[int | str, ...] | None
 
@@ -159,6 +164,8 @@ def _full(operands: tuple, where: str, labels: tuple[str, ...]) -> tuple[list, t
 
 def _storage_axes(axis: Any, x: NamedArray, where: str) -> tuple[tuple[int, ...], int]:
     """(storage axes of ``axis`` in ``x``, product of the sizes of the bound names ``x`` lacks)."""
+    if axis is None:
+        engine.check_reduces(x, where)
     ints, named = engine.normalize_axis(axis, x, where, allow_unbound=True)
     p = engine.pos_ndim(x)
     carried = tuple(p + x.names.index(n) for n in named if n in x.names)
@@ -361,6 +368,71 @@ def one_hot(x: Any, num_classes: int, *, dtype: Any = None, axis: int | str = -1
         raise DuplicateAxisError(f"{where}: the indices already carry axis {axis!r}; the class axis needs "
                                  "a new name")
     return engine.run(_one_hot_impl, (num_classes, dtype, axis, where), (x,))
+
+
+# --------------------------------------------------------------------------------------------------------
+# Normalization layers
+
+
+def _norm_impl(static, x, scale, bias):
+    rms, axis, eps, where = static
+    x = wrap(x)
+    ints, names = engine.normalize_axis(axis, x, where)
+    for what, v in (("scale", scale), ("bias", bias)):
+        extra = [n for n in (v.names if type(v) is NamedArray else ()) if n not in x.names]
+        if extra:
+            raise AxisSpecError(f"{where}: the {what} has axes {fmt_names(extra)} that x lacks (x has "
+                                f"{fmt_names(x.names) or 'no named axes'}); it would add them to the result")
+    p = engine.pos_ndim(x)
+    axes = ints + tuple(p + x.names.index(n) for n in names)
+    d = x.data
+    # statistics in at least float32, as flax and PyTorch compute them for half-precision inputs
+    floating = jnp.issubdtype(d.dtype, jnp.floating)
+    compute = jnp.promote_types(d.dtype, jnp.float32) if floating else jnp.float32
+    xf = d.astype(compute)
+    if rms:
+        y = xf * jax.lax.rsqrt(jnp.mean(jnp.square(xf), axis=axes, keepdims=True) + eps)
+    else:
+        centred = xf - jnp.mean(xf, axis=axes, keepdims=True)
+        y = centred * jax.lax.rsqrt(jnp.mean(jnp.square(centred), axis=axes, keepdims=True) + eps)
+    out = _make(y.astype(d.dtype if floating else compute), x.names)
+    if scale is not None:
+        out = engine.elementwise(jnp.multiply, (out, scale), where)
+    if bias is not None:
+        out = engine.elementwise(jnp.add, (out, bias), where)
+    return out
+
+
+def _normalize(rms: bool, x: Any, axis: Axis, scale: Any, bias: Any, eps: float, where: str) -> Any:
+    if axis is None:
+        engine.check_reduces(x, where)
+    return engine.run(_norm_impl, (rms, _static_axis(axis), float(eps), where), (x, scale, bias))
+
+
+def layer_norm(x: Any, axis: Axis, scale: Any = None, bias: Any = None, eps: float = 1e-5) -> Any:
+    """Layer normalization over ``axis`` (names and/or positions): ``(x - mean) / sqrt(var + eps)``, then
+    times ``scale`` plus ``bias``, which broadcast by name (they may carry only names ``x`` has).
+
+    The statistics are computed in at least float32; the result has ``x``'s dtype (before ``scale``).
+
+    >>> import namedarray as nx, jax.numpy as jnp
+    >>> x = nx.wrap(jnp.array([[1.0, 3.0], [2.0, 6.0]]), ["batch", "embed"])
+    >>> nx.nn.layer_norm(x, "embed", eps=0.0).unwrap(["batch", "embed"]).tolist()
+    [[-1.0, 1.0], [-1.0, 1.0]]
+    """
+    return _normalize(False, x, axis, scale, bias, eps, "nx.nn.layer_norm")
+
+
+def rms_norm(x: Any, axis: Axis, scale: Any = None, eps: float = 1e-5) -> Any:
+    """RMS normalization over ``axis`` (names and/or positions): ``x / sqrt(mean(x**2) + eps)``, then times
+    ``scale`` (broadcast by name; it may carry only names ``x`` has).
+
+    >>> import namedarray as nx, jax.numpy as jnp
+    >>> x = nx.wrap(jnp.array([[2.0, -2.0], [3.0, 3.0]]), ["batch", "embed"])
+    >>> nx.nn.rms_norm(x, "embed", eps=0.0).unwrap(["batch", "embed"]).tolist()
+    [[1.0, -1.0], [1.0, 1.0]]
+    """
+    return _normalize(True, x, axis, scale, None, eps, "nx.nn.rms_norm")
 
 
 # --------------------------------------------------------------------------------------------------------

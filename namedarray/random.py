@@ -38,19 +38,18 @@ import jax.numpy as jnp
 import numpy as np
 
 from . import engine
-from . import env as _env
 from .array import NamedArray, from_storage
+from .creation import NamedShapeLike, named_shape_arg
 from .errors import AxisSizeError, AxisSpecError, fmt_names
 from .lifted import rest_of
 from .nmap import nmap
-from .shape import check_name, join_sizes
+from .shape import join_sizes
 from .wrapping import untag, wrap
 
 __all__ = ["key", "PRNGKey", "key_data", "wrap_key_data", "split", "fold_in", "normal", "uniform",
            "bernoulli", "randint", "truncated_normal", "gumbel", "exponential", "laplace", "logistic",
            "cauchy", "rademacher", "gamma", "beta", "poisson", "categorical", "permutation"]
 
-NamedShapeLike = Mapping[str, int] | Sequence[str] | str | None
 Shape = Sequence[int] | int | None
 
 key = jax.random.key
@@ -65,29 +64,6 @@ _SCALARS = (int, float, bool, np.number, np.bool_)
 
 # --------------------------------------------------------------------------------------------------------
 # Arguments
-
-
-def _named_shape(named_shape: NamedShapeLike, where: str) -> dict[str, int]:
-    """``named_shape`` as a dict, sizes of bare names taken from the environment and checked against it."""
-    if named_shape is None:
-        return {}
-    env = _env.current()
-    if isinstance(named_shape, Mapping):
-        out = {}
-        for n, s in named_shape.items():
-            check_name(n, where)
-            if isinstance(s, bool) or not isinstance(s, (int, np.integer)) or s < 0:
-                raise AxisSpecError(f"{where}: the size of axis {n!r} in named_shape must be a non-negative "
-                                    f"int, got {s!r}")
-            out[n] = int(s)
-    else:
-        names = (named_shape,) if isinstance(named_shape, str) else tuple(named_shape)
-        out = {check_name(n, where): env.size(n, where) for n in names}
-    for n, s in out.items():
-        if env.is_bound(n) and env.size(n, where) != s:
-            raise AxisSizeError(f"{where}: The shape of axis {n} was specified as {s}, but it really is "
-                                f"{env.size(n)} (axis {n!r} is bound by an enclosing nx.xmap)")
-    return out
 
 
 def _shape(shape: Shape, where: str) -> tuple[int, ...] | None:
@@ -197,7 +173,7 @@ def _sample(name: str, k: Any, params: Mapping[str, Any], shape: Shape, named_sh
             kwargs: Mapping[str, Any]) -> Any:
     where = f"nx.random.{name}"
     fn = getattr(jax.random, name)
-    named = _named_shape(named_shape, where)
+    named = named_shape_arg(named_shape, where)
     shape = _shape(shape, where)
     kwargs = {n: v for n, v in kwargs.items() if v is not None}
     if not named and type(k) is not NamedArray and not any(type(v) is NamedArray for v in params.values()):
@@ -352,7 +328,7 @@ def _categorical_impl(static, k, logits):
         logits = untag(logits, axis, where=where)
         a = logits.ndim - 1
     else:
-        a = _positional_axis(axis, logits.ndim, where)
+        a = _positional_axis(axis, logits, where)
     sampled, keyed, sizes = _plan(k, [logits], dict(named), where, ["logits"])
     d, fl = _layout(logits, sampled, keyed)
     batch = logits.shape[:a] + logits.shape[a + 1:]
@@ -366,10 +342,12 @@ def _categorical_impl(static, k, logits):
     return from_storage(out, sampled + keyed, where)
 
 
-def _positional_axis(axis: Any, p: int, where: str) -> int:
+def _positional_axis(axis: Any, x: NamedArray, where: str) -> int:
+    p = x.ndim
     if isinstance(axis, bool) or not isinstance(axis, (int, np.integer)) or not -p <= axis < p:
-        raise AxisSpecError(f"{where}: axis={axis!r} is out of range for {p} positional axes (give a name to "
-                            "act along a named axis)")
+        raise AxisSpecError(f"{where}: axis={axis!r} is out of range for {p} positional axes (positional "
+                            f"shape {x.shape}, named axes {fmt_names(x.names) or 'none'}; give a name to act "
+                            "along a named axis)")
     return int(axis) % p
 
 
@@ -383,7 +361,7 @@ def categorical(key: Any, logits: Any, axis: int | str = -1, shape: Shape = None
     [1, 0]
     """
     where = "nx.random.categorical"
-    named = _named_shape(named_shape, where)
+    named = named_shape_arg(named_shape, where)
     shape = _shape(shape, where)
     kwargs = {"replace": replace, **({"mode": mode} if mode is not None else {})}
     if not named and not isinstance(axis, str) and NamedArray not in (type(key), type(logits)):
@@ -397,7 +375,7 @@ def _permutation_impl(static, k, x):
     sampled, keyed, _ = _plan(k, [x], {}, where, ["x"])
     d, fl = _layout(x, sampled, keyed)
     p = x.ndim
-    a = p + sampled.index(axis) if isinstance(axis, str) else _positional_axis(axis, p, where)
+    a = p + sampled.index(axis) if isinstance(axis, str) else _positional_axis(axis, x, where)
     if isinstance(axis, str) and axis not in sampled:
         raise AxisSpecError(f"{where}: cannot permute along {axis!r}, which the key carries")
     kdata, _ = _key_parts(k)

@@ -37,7 +37,7 @@ from jax.sharding import AxisType
 from . import engine
 from . import env as _env
 from .array import NamedArray, _make
-from .errors import DivisibilityError, MissingResourceError, ResourceConflictError, ResourceError
+from .errors import DivisibilityError, MeshChangeError, MissingResourceError, ResourceConflictError
 from .placement import conflict, constrain, current_mesh, mesh_sizes, storage_spec
 
 # The user-facing part; the rest of the module serves nx.xmap (and the engine's check_created hook).
@@ -176,7 +176,7 @@ def resolve(parsed: Mapping[str, tuple], where: str) -> tuple[Plan, tuple]:
     if outer.mesh is not None:
         if mesh is not None and (tuple(mesh.axis_names), tuple(mesh.axis_sizes)) != (
                 tuple(outer.mesh.axis_names), tuple(outer.mesh.axis_sizes)):
-            raise ResourceError(f"{where}: changing the physical mesh is not allowed inside nx.xmap (the "
+            raise MeshChangeError(f"{where}: changing the physical mesh is not allowed inside nx.xmap (the "
                                 f"enclosing call runs on {mesh_sizes(outer.mesh)}, this one found "
                                 f"{mesh_sizes(mesh)})")
         mesh = outer.mesh

@@ -10,6 +10,7 @@ jax.config.update("jax_num_cpu_devices", 8)
 import hypothesis  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
 
 hypothesis.settings.register_profile(
     "default", deadline=None, max_examples=100, derandomize=False,
@@ -46,3 +47,20 @@ def fresh_canonical_orders():
         shape._ORDERS.clear()
         shape._ORDERS.update(saved)
         array._canonical_perm.cache_clear()
+
+
+def storage_order(draw, p, names):
+    """A random storage order for p positional axes and ``names``, as ``nx.wrap`` takes it.
+
+    Returns (the permutation of the logical axes, positional then ``names`` in order, that gives the
+    storage; {storage position: name}). Positional axes keep their relative order; the names sit anywhere
+    among them, in any order.
+    """
+
+    rank = p + len(names)
+    slots = sorted(draw(st.lists(st.integers(0, rank - 1), min_size=len(names), max_size=len(names),
+                                 unique=True))) if names else []
+    named_at = dict(zip(slots, draw(st.permutations(names))))
+    positional = iter(range(p))
+    perm = [p + list(names).index(named_at[i]) if i in named_at else next(positional) for i in range(rank)]
+    return perm, named_at

@@ -134,3 +134,23 @@ def _compile_like_twins(make, hlo_ops):
     ops_nx = hlo_ops(jax.jit(f_nx).lower(*a_nx).compile().as_text())
     ops_jnp = hlo_ops(jax.jit(f_jnp).lower(*a_jnp).compile().as_text())
     assert ops_nx == ops_jnp, (ops_nx, ops_jnp)
+
+
+def test_eager_at_set_is_one_cached_kernel_per_layout():
+    cache = nx.wrap(jnp.zeros((2, 8, 3)), ["batch", "seq", "d"])
+    other = nx.wrap(jnp.zeros((3, 8, 2)), ["d", "seq", "batch"])  # the same named shape, another layout
+    step = nx.wrap(jnp.ones((3, 2)), ["d", "batch"])
+    engine.clear_cache()  # a fresh kernel table: this test counts kernels from zero
+    engine.stats.reset()
+    for t in range(4):  # a moving position is an operand of the kernel, not part of its key
+        compiles, calls = _count(lambda t=t: cache.at[{"seq": t}].set(step).data)
+        assert calls == 1 and compiles == (1 if t == 0 else 0)
+    assert engine.stats.kernels_built == 1
+    for t in range(4):
+        compiles, calls = _count(lambda t=t: other.at[{"seq": t}].set(step).data)
+        assert calls == 1 and compiles == (1 if t == 0 else 0)
+    assert engine.stats.kernels_built == 2
+    out = other.at[{"seq": 5}].set(step * 2.0)
+    ref = np.zeros((3, 8, 2))
+    ref[:, 5, :] = 2.0
+    np.testing.assert_array_equal(out.unwrap(["d", "seq", "batch"]), ref)

@@ -16,6 +16,7 @@ import warnings
 import jax
 import jax.numpy as jnp
 import numpy as np
+from conftest import storage_order
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -94,12 +95,7 @@ def named_operands(draw, universe, pos_shape, dtype, *, nonzero=False, small=Fal
     # logical layout: positional axes, then the names in `own`'s (random) order
     logical = _values(rng, dtype, tuple(pos_shape) + tuple(universe[n] for n in own), nonzero, small)
     rank = p + len(own)
-    named_slots = sorted(draw(st.lists(st.integers(0, rank - 1), min_size=len(own), max_size=len(own),
-                                       unique=True))) if own else []
-    order = draw(st.permutations(own))
-    slots = dict(zip(named_slots, order))
-    src = iter(range(p))
-    perm = [p + own.index(slots[i]) if i in slots else next(src) for i in range(rank)]
+    perm, slots = storage_order(draw, p, own)
     storage = np.transpose(logical, perm)
     as_jax = draw(st.booleans())
     value = nx.wrap(jnp.asarray(storage) if as_jax else storage, _wrap_spec(draw, slots, rank))
@@ -365,8 +361,14 @@ METHODS = {"sum", "prod", "max", "min", "mean", "var", "std", "any", "all", "arg
 
 @st.composite
 def axis_args(draw, p: int, names: list[str], kind: str):
-    """``axis=`` as None, an int (maybe negative), a name, or (multi only) a shuffled tuple of both."""
-    choices = ["none"] + (["int"] if p else []) + (["name"] if names else [])
+    """``axis=`` as None, an int (maybe negative), a name, or (multi only) a shuffled tuple of both.
+
+    A reduction (and a cumulative operation, a flip, a roll) refuses ``axis=None`` on a value whose axes
+    are all named (it would act on nothing), so None is drawn only where there is a positional axis or no
+    name.
+    """
+    none = p or not names
+    choices = (["none"] if none else []) + (["int"] if p else []) + (["name"] if names else [])
     if kind == "multi":
         choices.append("tuple")
     c = draw(st.sampled_from(choices))

@@ -65,7 +65,8 @@ def test_does_not_depend_on_sharding():
         def f(k, sharding=sharding):
             x = nx.random.normal(k, (6,), named_shape={"i": 8, "j": 4})
             n = nx.random.randint(k, (6,), 0, 2**30, named_shape={"i": 8, "j": 4})
-            return [jax.lax.with_sharding_constraint(nx.unwrap(v, [None, "i", "j"]), sharding) for v in (x, n)]
+            return [jax.lax.with_sharding_constraint(nx.unwrap(v, [None, "i", "j"]), sharding)
+                    for v in (x, n)]
 
         normal, ints = f(KEY)
         np.testing.assert_array_equal(ints, draws)  # the same random bits, element for element

@@ -274,3 +274,21 @@ def test_mapping_a_named_axis_is_a_clear_error():
             jax.vmap(f)(x)
     with pytest.raises(nx.errors.AxisSpecError, match="mapped one of its named axes"):
         lax.scan(lambda c, r: (c, r + 1), 0.0, x)
+
+
+def test_nx_grad_takes_a_named_scalar_output(xw):
+    x, w, xd, wd = xw
+
+    def loss(x, w):  # ends in a reduction over every axis: a 0-d NamedArray with no names
+        return ((x * w).sum("k") ** 2).sum(("batch", 0))
+
+    gx, gw = nx.grad(loss, argnums=(0, 1))(x, w)
+    rx, rw = jax.grad(_loss_ref, argnums=(0, 1))(xd, wd)
+    np.testing.assert_allclose(gx.unwrap({0: "batch", 2: "k"}), rx, rtol=1e-5)
+    np.testing.assert_allclose(gw.unwrap(["k"]), rw, rtol=1e-5)
+    (value, aux), g = nx.value_and_grad(lambda w: (loss(x, w), w.sum("k")), has_aux=True)(w)
+    np.testing.assert_allclose(value, _loss_ref(xd, wd), rtol=1e-5)
+    assert isinstance(aux, nx.NamedArray) and aux.named_shape == {}
+    np.testing.assert_allclose(g.unwrap(["k"]), rw, rtol=1e-5)
+    with pytest.raises(nx.errors.PositionalMisuseError, match=r"named axes 'batch'.*\.sum\('batch'\)"):
+        nx.grad(lambda w: (x * w).sum(("k", 0)))(w)

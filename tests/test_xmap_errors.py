@@ -355,8 +355,10 @@ def _conflict_cases():
 def test_resource_conflicts(case):
     f, ia, oa, args, msg = _conflict_cases()[case]
     with jax.set_mesh(mesh((2,), ("x",))):
-        with pytest.raises(errors.ResourceConflictError, match=msg):
+        with pytest.raises(errors.ResourceConflictError, match=msg) as caught:
             xm(f, ia, oa, axis_resources={"a": "x", "b": "x"})(*args)
+    # xmap raised a TypeError here: xmap-era `except TypeError` clauses still catch it, and so does ValueError
+    assert isinstance(caught.value, TypeError) and isinstance(caught.value, ValueError)
 
 
 @pytest.mark.parametrize("case", ["args", "inner", "out"])
@@ -408,8 +410,10 @@ def test_loop_axis_cannot_be_referenced_in_the_body(body):
                    lambda x: x + nx.random.normal(jax.random.key(0), named_shape={"i": 8})),
     }[body]
     with pytest.raises(
-        errors.ResourceError,
+        errors.LoopAxisError,
         match=rf"^{re.escape(where)}: named axes with loop resources assigned to them cannot be referenced "
         r"inside the xmapped computation .* but 'i' violates that rule",
-    ):
+    ) as caught:
         xm(fn, ["i"], [...], axis_resources={"i": nx.SerialLoop(2)})(np.ones(8))
+    # xmap raised a RuntimeError here
+    assert isinstance(caught.value, RuntimeError) and isinstance(caught.value, errors.ResourceError)

@@ -285,9 +285,11 @@ def test_mesh_cannot_change_inside():
 
     with legacy(Mesh(np.array(jax.devices()[:2]), ("x",))):
         with pytest.raises(
-            errors.ResourceError, match="changing the physical mesh is not allowed inside nx.xmap"
-        ):
+            errors.MeshChangeError, match="changing the physical mesh is not allowed inside nx.xmap"
+        ) as caught:
             xm(outer_body, ["i", ...], ["i", ...], axis_resources={"i": "x"})(np.ones((2, 4)))
+    # xmap raised a RuntimeError here
+    assert isinstance(caught.value, RuntimeError) and isinstance(caught.value, ValueError)
 
 
 # ------------------------------------------------------------------------------------------------------
