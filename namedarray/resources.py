@@ -174,11 +174,7 @@ def resolve(parsed: Mapping[str, tuple], where: str) -> tuple[Plan, tuple]:
     outer = _env.current()
     mesh = current_mesh()
     if outer.mesh is not None:
-        if mesh is not None and (tuple(mesh.axis_names), tuple(mesh.axis_sizes)) != (
-                tuple(outer.mesh.axis_names), tuple(outer.mesh.axis_sizes)):
-            raise MeshChangeError(f"{where}: changing the physical mesh is not allowed inside nx.xmap (the "
-                                f"enclosing call runs on {mesh_sizes(outer.mesh)}, this one found "
-                                f"{mesh_sizes(mesh)})")
+        check_same_mesh(outer.mesh, mesh, where)
         mesh = outer.mesh
     loops_in_scope = in_scope_loops()
     mesh_names = tuple(mesh.axis_names) if mesh is not None else ()
@@ -281,10 +277,25 @@ def user_location() -> str:
     return "an unknown location"
 
 
+def check_same_mesh(expected: Any, found: Any, where: str) -> None:
+    """Inside an ``nx.xmap`` with mesh resources the mesh in context must stay the one it runs on, as in xmap:
+    another mesh (or none) entered in the body is a :class:`MeshChangeError`."""
+    if found is not None and (tuple(found.axis_names), tuple(found.axis_sizes)) == (
+            tuple(expected.axis_names), tuple(expected.axis_sizes)):
+        return
+    now = mesh_sizes(found) if found is not None else "no mesh"
+    raise MeshChangeError(f"{where}: changing the physical mesh is not allowed inside nx.xmap (the enclosing "
+                          f"call runs on {mesh_sizes(expected)}, but {now} is in context here)")
+
+
 def check_created(out: Any, static: Any = None) -> None:
-    """Engine hook: a traced operation inside ``nx.xmap`` with resources must not create a value that
-    carries two names sharing a resource. ``static`` is the operation's configuration (for its name)."""
-    resources = _env.current().resources
+    """Engine hook: a traced operation inside ``nx.xmap`` with resources must run on the mesh the call runs
+    on, and must not create a value that carries two names sharing a resource. ``static`` is the operation's
+    configuration (for its name)."""
+    env = _env.current()
+    if env.mesh is not None:
+        check_same_mesh(env.mesh, current_mesh(), f"{_op_name(static)} at {user_location()}")
+    resources = env.resources
     for v in out if isinstance(out, (tuple, list)) else (out,):
         if type(v) is NamedArray and len(v.names) > 1:
             c = conflict(v.names, resources)

@@ -292,6 +292,26 @@ def test_mesh_cannot_change_inside():
     assert isinstance(caught.value, RuntimeError) and isinstance(caught.value, ValueError)
 
 
+@pytest.mark.parametrize("inner", ["empty", "other"])
+def test_entering_another_or_no_mesh_inside_a_body_is_an_error(inner):
+    other = auto_mesh((2, 4), ("x", "y"))
+
+    def body(v):
+        mesh = jax.sharding.AbstractMesh((), ()) if inner == "empty" else other.abstract_mesh
+        with jax.sharding.use_abstract_mesh(mesh):
+            return v * 2
+
+    f = xm(body, ["i", ...], ["i", ...], axis_resources={"i": "x"})
+    with jax.set_mesh(auto_mesh((4, 2), ("x", "y"))):
+        with pytest.raises(errors.MeshChangeError,
+                           match=r"nx.multiply at .*changing the physical mesh is not allowed inside nx.xmap "
+                                 r".*\{'x': 4, 'y': 2\}"):
+            f(jnp.arange(8.0))
+        # the same body without the inner mesh runs
+        np.testing.assert_array_equal(xm(lambda v: v * 2, ["i", ...], ["i", ...],
+                                         axis_resources={"i": "x"})(jnp.arange(8.0)), 2 * np.arange(8.0))
+
+
 # ------------------------------------------------------------------------------------------------------
 # pdot and einsum with meshes (PDotTests)
 
