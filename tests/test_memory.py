@@ -49,16 +49,16 @@ def test_fresh_lambdas_do_not_accumulate():
     before = resident_mb()
     size_before = kernels.size()
     built = kernels.stats.kernels_built
-    for i in range(1500):
+    for i in range(600):  # kept, 600 kernels would hold about 840 MB: far past the bound below
         y = nx.nmap(lambda v: v * 2)(x)
         if i % 100 == 0:
             assert kernels.size() <= size_before + 4
     gc.collect()
     growth = resident_mb() - before
     np.testing.assert_array_equal(np.asarray(y.unwrap({1: "k"})), np.asarray(raw) * 2)
-    assert kernels.stats.kernels_built - built >= 1500  # each new lambda is a new kernel ...
+    assert kernels.stats.kernels_built - built >= 600  # each new lambda is a new kernel ...
     assert kernels.size() <= size_before + 4  # ... which goes away with its lambda
-    assert growth < 150, f"resident memory grew by {growth:.0f} MB over 1500 calls"
+    assert growth < 150, f"resident memory grew by {growth:.0f} MB over 600 calls"
 
 
 def test_a_kept_function_keeps_its_kernel():
