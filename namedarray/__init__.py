@@ -27,6 +27,7 @@ globals().update(_FUNCTIONS)
 from . import indexing, lax, nn, random, typing  # noqa: E402
 from . import methods as _methods  # noqa: E402  (operators route to the final nx.<f> set above)
 from .autodiff import grad, value_and_grad  # noqa: E402
+from .blocks import shard_map  # noqa: E402
 from .collectives import (  # noqa: E402
     all_gather,
     all_to_all,

@@ -33,6 +33,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from . import engine
+from . import env as _env
 from .array import NamedArray, _make
 from .errors import AxisSizeError, AxisSpecError, fmt_names
 from .layout import align, union
@@ -79,6 +80,8 @@ def dot_product_attention(query: Any, key: Any, value: Any, bias: Any = None, ma
                             f"features a query and a key contract); got seq_axis={seq_axis!r}, "
                             f"head_axis={head_axis!r}")
     kv_seq_axis = seq_axis if kv_seq_axis is None else kv_seq_axis
+    # a softmax over the keys and a contraction over the head features need every block of them
+    _env.current().require_whole((kv_seq_axis, head_axis), _WHERE)
     if isinstance(local_window_size, list):
         local_window_size = tuple(local_window_size)
     static = (seq_axis, kv_seq_axis, head_axis, heads_axis, tuple(sorted(kw.items())))

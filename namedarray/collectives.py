@@ -52,7 +52,7 @@ import numpy as np
 from . import engine
 from . import env as _env
 from .array import NamedArray, _make, from_storage, is_named
-from .errors import AxisSizeError, AxisSpecError, DuplicateAxisError, fmt_names
+from .errors import AxisSizeError, AxisSpecError, DuplicateAxisError, MissingResourceError, fmt_names
 from .layout import align
 from .shape import duplicates
 from .wrapping import wrap
@@ -90,7 +90,22 @@ def _names(axis_name: Any, where: str) -> tuple[str, ...]:
     dup = duplicates(names)
     if dup:
         raise DuplicateAxisError(f"{where}: axis {fmt_names(dup)} appears twice in axis_name {names!r}")
+    _check_not_mapped_unsplit(names, where)
     return names
+
+
+def _check_not_mapped_unsplit(names: Sequence[Any], where: str) -> None:
+    """Inside ``nx.shard_map``, a name its ``resources`` map to mesh axes but that no argument carried is not
+    split into blocks (those mesh axes are not manual here): a collective over it would act on whole
+    values where the program expects blocks, so it is an error."""
+    split = _env.current().split
+    for n in names:
+        if n in split and not split[n]:
+            raise MissingResourceError(
+                f"{where}: axis {n!r} is mapped to mesh axes by the resources of this nx.shard_map, but no "
+                "argument carries it, so it is not split into blocks here and those mesh axes are not "
+                f"manual: a collective over it would act on whole values, not on blocks. Pass an argument "
+                f"that carries {n!r}, or leave it out of the resources")
 
 
 def _bound_sizes(names: Sequence[str], where: str) -> list[int]:
@@ -114,6 +129,42 @@ def _carry(x: Any, names: Sequence[str], where: str) -> tuple[NamedArray, list[i
         out = x.names + tuple(missing)
         x = _make(align(x, out, sizes), out)
     return x, [sizes[n] for n in names]
+
+
+def _split_names(names: Sequence[str]) -> tuple[str, ...]:
+    """The names of ``names`` that ``nx.shard_map`` splits into per-device blocks here (usually none)."""
+    split = _env.current().split
+    return tuple(n for n in names if split.get(n)) if split else ()
+
+
+def _mesh_axes(axes: tuple[str, ...]) -> str | tuple[str, ...]:
+    """Mesh axes as JAX's collectives take them (a tuple is linearised row-major, as nx's names are)."""
+    return axes if len(axes) > 1 else axes[0]
+
+
+def _gather_blocks(x: NamedArray, names: Sequence[str]) -> NamedArray:
+    """``x`` with the split ``names`` it carries made whole: every device gets every block (in block order
+    along the axis), so the global-view operation that follows sees all of it.
+
+    Each device writes its block into zeros and the devices add them up (``psum``): that is exact, and
+    unlike ``lax.all_gather`` its result is known to be the same on every device, so a result computed from
+    it may leave ``nx.shard_map`` without the name.
+    """
+    env = _env.current()
+    d = x.data
+    p = d.ndim - len(x.names)
+    for n in names:
+        if n not in x.names:
+            continue
+        axes = _mesh_axes(env.split[n])
+        k = p + x.names.index(n)
+        local = d.shape[k]
+        full = jnp.zeros(d.shape[:k] + (local * env.blocks(n),) + d.shape[k + 1:],
+                         jnp.int32 if d.dtype == jnp.bool_ else d.dtype)
+        start = jax.lax.axis_index(axes) * local
+        full = jax.lax.dynamic_update_slice_in_dim(full, d.astype(full.dtype), start, axis=k)
+        d = jax.lax.psum(full, axes).astype(d.dtype)
+    return _make(d, x.names)
 
 
 def _merge_names(x: NamedArray, names: Sequence[str], position: int):
@@ -187,10 +238,12 @@ def _sum(x, axis, **kwargs):
 
 
 _REDUCERS = {"sum": _sum, "mean": jnp.mean, "max": jnp.max, "min": jnp.min}
+engine.BLOCK_COMBINE[_sum] = "sum"  # inside nx.shard_map: a psum over a split name adds up the blocks
 
 
 def _reduce(kind: str, x, axis_name, where: str):
     items = _items(axis_name, where)
+    _check_not_mapped_unsplit(items, where)
     axis = items if isinstance(axis_name, (tuple, list)) else axis_name
 
     def one(v):
@@ -261,6 +314,10 @@ def _restore(out: NamedArray, x: Any) -> Any:
 
 def _all_gather_impl(static, x):
     names, axis, tiled, where = static
+    x = wrap(x)
+    split = _split_names(names)
+    if split:
+        x = _gather_blocks(x, split)
     x, _ = _carry(x, names, where)
     # tiled concatenates along an existing positional axis; untiled inserts a new one
     a = _positional(axis, x, where, "axis", extra=0 if tiled else 1)
@@ -302,8 +359,38 @@ def _take_along_names(x: NamedArray, names: Sequence[str], sizes: Sequence[int],
     return _split_to_names(out, p, names, sizes, rest, where)
 
 
+def _ppermute_blocks(x: Any, names: tuple[str, ...], perm, shift, where: str) -> NamedArray:
+    """ppermute over names split into blocks: whole blocks move between devices along their mesh axes (the
+    block index is row-major over the names, as the element index is)."""
+    env = _env.current()
+    if len(_split_names(names)) != len(names):
+        whole = [n for n in names if not env.split.get(n)]
+        raise AxisSpecError(f"{where}: axis_name {names!r} mixes names that nx.shard_map splits into blocks "
+                            f"with names it does not ({fmt_names(whole)}); permute them separately")
+    x = wrap(x)
+    missing = [n for n in names if n not in x.names]
+    if missing:  # constant along them: the block of a missing name is the value broadcast to block size
+        sizes = engine.named_sizes(x)
+        sizes.update({n: env.local_size(n) for n in missing})
+        out = x.names + tuple(missing)
+        x = _make(align(x, out, sizes), out)
+    n = math.prod(env.blocks(m) for m in names)
+    if shift is not None:
+        pairs = [(j, (j + shift) % n) for j in range(n)]
+    else:
+        for s_, t in perm:
+            if not (0 <= s_ < n and 0 <= t < n):
+                raise AxisSpecError(f"{where}: the pair ({s_}, {t}) in perm is out of range: axis "
+                                    f"{fmt_names(names)} is split into {n} blocks here (nx.shard_map)")
+        pairs = list(perm)
+    axes = tuple(a for m in names for a in env.split[m])
+    return _make(jax.lax.ppermute(x.data, _mesh_axes(axes), pairs), x.names)
+
+
 def _ppermute_impl(static, x):
     names, perm, shift, where = static
+    if _split_names(names):
+        return _ppermute_blocks(x, names, perm, shift, where)
     x, sizes = _carry(x, names, where)
     n = math.prod(sizes)
     if shift is not None:
@@ -361,6 +448,7 @@ def ppermute(x: Any, axis_name: str | Sequence[str], perm: Sequence[tuple[int, i
 
 def _pshuffle_impl(static, x):
     names, perm, where = static
+    _env.current().require_whole(names, where)
     x, sizes = _carry(x, names, where)
     n = math.prod(sizes)
     if len(perm) != n or sorted(perm) != list(range(n)):
@@ -390,6 +478,7 @@ def pshuffle(x: Any, axis_name: str | Sequence[str], perm: Sequence[int]) -> Any
 
 def _psum_scatter_impl(static, x):
     names, dim, tiled, where = static
+    _env.current().require_whole(names, where)
     x, sizes = _carry(x, names, where)
     n = math.prod(sizes)
     a = _positional(dim, x, where, "scatter_dimension")
@@ -429,6 +518,7 @@ def psum_scatter(x: Any, axis_name: str | Sequence[str], *, scatter_dimension: i
 
 def _all_to_all_impl(static, x):
     names, split_axis, concat_axis, tiled, where = static
+    _env.current().require_whole(names, where)
     x, sizes = _carry(x, names, where)
     n = math.prod(sizes)
     p = engine.pos_ndim(x)
@@ -507,6 +597,7 @@ def pswapaxes(x: Any, axis_name: str | Sequence[str], axis: int) -> Any:
 
 def _pbroadcast_impl(static, x):
     names, source, where = static
+    _env.current().require_whole(names, where)
     x, sizes = _carry(x, names, where)
     n = math.prod(sizes)
     if not 0 <= source < n:
@@ -579,7 +670,23 @@ def axis_index(axis_name: str | Sequence[str]) -> NamedArray:
     where = "nx.axis_index"
     names = _names(axis_name, where)
     sizes = _bound_sizes(names, where)
-    data = jax.lax.iota(jnp.int32, math.prod(sizes)).reshape(sizes)
+    if not _split_names(names):
+        data = jax.lax.iota(jnp.int32, math.prod(sizes)).reshape(sizes)
+        return from_storage(data, names, where)
+    # inside nx.shard_map a split name holds one block: the indices of its elements in the whole axis
+    env = _env.current()
+    data = jnp.zeros((), jnp.int32)
+    stride = 1
+    for k in reversed(range(len(names))):
+        n, local = names[k], env.local_size(names[k])
+        idx = jax.lax.iota(jnp.int32, local)
+        if env.split.get(n):
+            axes = env.split[n]
+            idx = idx + jax.lax.axis_index(_mesh_axes(axes)) * local
+        shape = [1] * len(names)
+        shape[k] = local
+        data = data + idx.reshape(shape) * stride
+        stride *= sizes[k]
     return from_storage(data, names, where)
 
 

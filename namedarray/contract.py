@@ -64,6 +64,7 @@ def _dot_labels(a, a_labels: Sequence[Hashable], b, b_labels: Sequence[Hashable]
     out_set = set(out_pos) | set(out_named)
     a_labels, b_labels = list(a_labels), list(b_labels)
     a_set, b_set = set(a_labels), set(b_labels)
+    summed = [l[1] for l in a_labels + b_labels if type(l) is tuple and l[0] == "n" and l not in out_set]
     # As jnp.dot: the result has the requested type, else the promoted one. The pre-sums return it too
     # (a bare jnp.sum would promote int8 and bool to int32, unlike the contraction).
     out_type = preferred_element_type if preferred_element_type is not None else jax.dtypes.result_type(a, b)
@@ -95,7 +96,17 @@ def _dot_labels(a, a_labels: Sequence[Hashable], b, b_labels: Sequence[Hashable]
     perm = tuple(got.index(l) for l in out_pos) + tuple(got.index(l) for l in named)
     if perm != tuple(range(len(perm))):
         out = lax.transpose(out, perm)
-    return out, named
+    return sum_blocks(out, summed), named
+
+
+def sum_blocks(out: Any, summed: Sequence[str]) -> Any:
+    """``out`` summed over the devices holding the blocks of the ``summed`` names that ``nx.shard_map``
+    splits: a contraction over such a name adds up each device's partial sum (linear, so it is exact)."""
+    split = _env.current().split
+    if not split:
+        return out
+    axes = tuple(dict.fromkeys(a for n in summed for a in split.get(n, ())))
+    return lax.psum(out, axes) if axes else out
 
 
 def _result(out: NamedArray, operands: tuple):

@@ -71,6 +71,7 @@ def named_shape_arg(named_shape: NamedShapeLike, where: str) -> dict[str, int]:
         if env.is_bound(n) and env.size(n, where) != s:
             raise AxisSizeError(f"{where}: The shape of axis {n} was specified as {s}, but it really is "
                                 f"{env.size(n)} (axis {n!r} is bound by an enclosing nx.xmap)")
+    env.require_whole(out, where)  # inside nx.shard_map, values hold blocks of a split name: not new axes
     return out
 
 
@@ -199,6 +200,7 @@ def _full_impl(static, fill):
 def _check_new_name(name: str, size: int, where: str) -> None:
     check_name(name, where)
     env = _env.current()
+    env.require_whole((name,), where)
     if env.is_bound(name) and env.size(name, where) != size:
         raise AxisSizeError(f"{where}: The shape of axis {name} was specified as {size}, but it really is "
                             f"{env.size(name)} (axis {name!r} is bound by an enclosing nx.xmap)")

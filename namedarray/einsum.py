@@ -52,7 +52,7 @@ import opt_einsum
 from . import engine, placement
 from . import env as _env
 from .array import NamedArray, _make
-from .contract import _operand, _result
+from .contract import _operand, _result, sum_blocks
 from .errors import AxisSizeError, EinsumSpecError, fmt_names
 from .shape import join_sizes
 
@@ -364,7 +364,8 @@ def _einsum_impl(static, *operands):
     out = jnp.einsum(pl.subscripts, *datas, optimize=pl.path if pl.path is False else list(pl.path),
                      precision=precision, preferred_element_type=preferred_element_type,
                      out_sharding=_out_sharding(pl, datas))
-    return _make(out, pl.out_names)
+    summed = {n for v in operands if type(v) is NamedArray for n in v.names} - set(pl.out_names)
+    return _make(sum_blocks(out, sorted(summed)), pl.out_names)
 
 
 def _out_sharding(pl: Plan, datas: list) -> Any:

@@ -25,10 +25,12 @@ it), plus :func:`lift`, which vectorises any positional function over named axes
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 from . import env as _env
@@ -206,12 +208,14 @@ def elementwise(fn: Callable, operands: tuple, where: str, kwargs: tuple = (),
 # Axis arguments
 
 
-def normalize_axis(axis: Any, x: NamedArray, where: str, *,
-                   allow_unbound: bool = False) -> tuple[tuple[int, ...], tuple[str, ...]]:
+def normalize_axis(axis: Any, x: NamedArray, where: str, *, allow_unbound: bool = False,
+                   blocks: bool = False) -> tuple[tuple[int, ...], tuple[str, ...]]:
     """Split an ``axis=`` argument into (positional ints, names), validating both.
 
     ``axis`` is None (every positional axis), an int, a name, or a tuple mixing both. Names the value does
     not carry must be bound by an enclosing ``nx.xmap`` when ``allow_unbound``; else they are an error.
+    A name that ``nx.shard_map`` splits into per-device blocks is an error unless the caller combines the
+    blocks itself (``blocks``).
 
     >>> import namedarray as nx, jax.numpy as jnp
     >>> normalize_axis((-1, "a"), nx.wrap(jnp.zeros((2, 3, 4)), ["a", ...]), "example")
@@ -254,6 +258,8 @@ def normalize_axis(axis: Any, x: NamedArray, where: str, *,
             ints.append(a)
         else:
             raise AxisSpecError(f"{where}: axis must be an int, an axis name or a tuple of them, got {a!r}")
+    if names and not blocks:
+        _env.current().require_whole(names, where)
     return tuple(ints), tuple(names)
 
 
@@ -270,7 +276,7 @@ def _broadcast_missing(x: NamedArray, names: Sequence[str]) -> NamedArray:
     env = _env.current()
     sizes = named_sizes(x)
     for n in missing:
-        sizes[n] = env.size(n)
+        sizes[n] = env.local_size(n)  # inside nx.shard_map: one block of it (the reduction combines them)
     out_names = x.names + tuple(missing)
     return _make(align(x, out_names, sizes), out_names)
 
@@ -281,7 +287,8 @@ def _broadcast_missing(x: NamedArray, names: Sequence[str]) -> NamedArray:
 
 def _reduce_impl(static, x, *extra):
     fn, where, axis, keepdims, kwargs, single = static
-    ints, names = normalize_axis(axis, x, where, allow_unbound=True)
+    ints, names = normalize_axis(axis, x, where, allow_unbound=True, blocks=True)
+    split = _split_names(names, fn, where, extra)
     x = _broadcast_missing(x, names)
     # a where= mask (aligned to x) follows x along the names it was just broadcast to
     extra = tuple(_broadcast_missing(e, names) if type(e) is NamedArray else e for e in extra)
@@ -301,7 +308,43 @@ def _reduce_impl(static, x, *extra):
         kept += tuple(x.data.shape[p + x.names.index(n)] for n in out_names)
         lead = out.ndim - (len(kept) - len(ints))  # e.g. quantile's leading q axes
         out = out.reshape(out.shape[:lead] + kept)
+    if split:
+        out = _combine_blocks(out, fn, split)
     return _make(out, out_names)
+
+
+# Inside nx.shard_map a reduction over a name split into per-device blocks reduces each block, then combines
+# the blocks with the mesh collective of the same kind; reductions that cannot be combined so are refused.
+BLOCK_COMBINE: dict[Callable, str] = {
+    jnp.sum: "sum", jnp.nansum: "sum", jnp.max: "max", jnp.amax: "max", jnp.nanmax: "max",
+    jnp.min: "min", jnp.amin: "min", jnp.nanmin: "min", jnp.mean: "mean", jnp.any: "max", jnp.all: "min",
+}
+
+
+def _split_names(names: tuple[str, ...], fn: Callable, where: str, extra: tuple) -> tuple[str, ...]:
+    env = _env.current()
+    split = tuple(n for n in names if env.split.get(n))
+    if split and (fn not in BLOCK_COMBINE or (extra and BLOCK_COMBINE[fn] == "mean")):
+        # a mean with a where= mask has unequal counts per block; the others need the whole axis
+        env.require_whole(split, where)
+    return split
+
+
+def _combine_blocks(out: Any, fn: Callable, split: tuple[str, ...]) -> Any:
+    env = _env.current()
+    axes = tuple(a for n in split for a in env.split[n])
+    kind = BLOCK_COMBINE[fn]
+    if out.dtype == jnp.bool_:  # any/all: max/min of the blocks' answers
+        return _combine_blocks(out.astype(jnp.int32), fn, split).astype(jnp.bool_)
+    if kind == "sum":
+        return jax.lax.psum(out, axes)
+    if kind == "mean":  # every block has the same size: the mean of the means
+        return jax.lax.pmean(out, axes)
+    # the blocks' answers side by side on every device (a psum, which has a gradient; pmax has none)
+    n = math.prod(env.blocks(name) for name in split)
+    answers = jnp.zeros((n,) + out.shape, out.dtype).at[jax.lax.axis_index(axes)].set(out)
+    answers = jax.lax.psum(answers, axes)
+    return jnp.max(answers, axis=0) if kind == "max" else jnp.min(answers, axis=0)
 
 
 def reduce(fn: Callable, x: Any, axis: Any, where: str, keepdims: bool = False, kwargs: tuple = (),

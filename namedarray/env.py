@@ -25,16 +25,17 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import dataclasses
-from collections.abc import Iterator, Mapping
+import math
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import jax
 
 from . import placement
-from .errors import AxisNameShadowingError, LoopAxisError, UnboundAxisError, fmt_names
+from .errors import AxisNameShadowingError, LoopAxisError, SplitAxisError, UnboundAxisError, fmt_names
 
-__all__ = ["AxisEnv", "current", "bind", "axis_rules", "synced", "EMPTY"]
+__all__ = ["AxisEnv", "current", "bind", "bind_blocks", "axis_rules", "synced", "EMPTY"]
 
 
 def _frozen(d: Mapping | None) -> tuple:
@@ -51,6 +52,8 @@ class AxisEnv:
     ``mesh``: the mesh those resources refer to, if any.
     ``loops``: axis name -> chunk count, for names computed by a serial loop (the body sees one chunk).
     ``rules``: logical axis name -> mesh axes, from ``nx.axis_rules``.
+    ``split``: inside ``nx.shard_map``, each name its values hold a block of -> the (manual) mesh axes the
+    blocks are spread over; ``sizes`` holds the whole size.
     """
 
     sizes: Mapping[str, int] = field(default_factory=dict)
@@ -59,12 +62,13 @@ class AxisEnv:
     mesh: Any = None
     loops: Mapping[str, int] = field(default_factory=dict)
     rules: Mapping[str, Any] | None = None
+    split: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
     def __post_init__(self):
         # JAX hashes the environment on every jitted call made inside it (it is part of the cache key)
         object.__setattr__(self, "_hash", hash((
             _frozen(self.sizes), self.local, _frozen(self.resources), id(self.mesh), _frozen(self.loops),
-            _frozen(self.rules))))
+            _frozen(self.rules), _frozen(self.split))))
 
     def __hash__(self) -> int:
         return self._hash
@@ -74,7 +78,8 @@ class AxisEnv:
             isinstance(other, AxisEnv) and hash(self) == hash(other)
             and dict(self.sizes) == dict(other.sizes) and self.local == other.local
             and dict(self.resources) == dict(other.resources) and self.mesh is other.mesh
-            and dict(self.loops) == dict(other.loops) and self.rules == other.rules)
+            and dict(self.loops) == dict(other.loops) and self.rules == other.rules
+            and dict(self.split) == dict(other.split))
 
     def mapping(self, resources: Mapping[str, tuple[str, ...]] | None = None) -> dict[str, tuple[str, ...]]:
         """Axis name -> the mesh axes values carrying it are laid out over: ``resources`` (normalized) if
@@ -86,10 +91,40 @@ class AxisEnv:
                 got = self.mapping(placement.normalize(self.rules, "nx.axis_rules"))
                 object.__setattr__(self, "_mapping", got)
             return got
+        if self.split:  # inside nx.shard_map its mesh axes hold blocks: nothing is laid out over them
+            manual = {a for axes in self.split.values() for a in axes}
+            resources = {n: tuple(a for a in axes if a not in manual) for n, axes in resources.items()}
         if not (self.resources and self.mesh is not None):
             return dict(resources)
         axes = set(self.mesh.axis_names)
         return {**resources, **{n: tuple(r for r in res if r in axes) for n, res in self.resources.items()}}
+
+    def require_whole(self, names: Iterable[str], where: str) -> None:
+        """Raise :class:`SplitAxisError` for a name of ``names`` that ``nx.shard_map`` splits into blocks
+        here: ``where`` (an operation) needs all of the axis, and each device holds one block of it."""
+        if not self.split:
+            return
+        for name in names:
+            axes = self.split.get(name)
+            if axes:
+                raise SplitAxisError(
+                    f"{where}: axis {name!r} is split across devices by nx.shard_map (each holds "
+                    f"{self.local_size(name)} of its {self.sizes[name]} elements, over mesh axes {axes}), "
+                    f"and this operation needs all of it. Gather it into a positional axis first "
+                    f"(nx.all_gather(x, {name!r})), reduce over it (nx.sum, nx.max, nx.psum, ... combine "
+                    "the blocks), or run it outside the nx.shard_map")
+
+    def blocks(self, name: str) -> int:
+        """How many blocks a split name is cut into inside ``nx.shard_map`` (1 for any other name)."""
+        axes = self.split.get(name)
+        if not axes:
+            return 1
+        sizes = dict(zip(self.mesh.axis_names, self.mesh.axis_sizes))
+        return math.prod(sizes[a] for a in axes)
+
+    def local_size(self, name: str, where: str = "") -> int:
+        """The size of ``name`` in one value here: the bound size, or one block of it in ``nx.shard_map``."""
+        return self.size(name, where) // self.blocks(name)
 
     def is_bound(self, name: str) -> bool:
         return name in self.sizes
@@ -169,6 +204,22 @@ def bind(sizes: Mapping[str, int], *, resources: Mapping[str, tuple] | None = No
         loops={**env.loops, **(loops or {})},
         rules=env.rules,
     )
+    return _install(new)
+
+
+def bind_blocks(sizes: Mapping[str, int], split: Mapping[str, tuple[str, ...]], mesh: Any,
+                where: str = "nx.shard_map") -> contextlib.AbstractContextManager[AxisEnv]:
+    """The region of an ``nx.shard_map`` body: the names of its arguments are bound with their whole
+    ``sizes`` (as ``nx.xmap`` binds its axes), and values hold one block of each name of ``split``, spread
+    over its (manual) mesh axes."""
+    env = current()
+    shadowed = sorted(set(sizes) & set(env.sizes))
+    if shadowed:
+        raise AxisNameShadowingError(
+            f"{where}: axis names {fmt_names(shadowed)} are already bound by an enclosing nx.xmap or "
+            "nx.shard_map; rename the inner axes")
+    new = dataclasses.replace(env, sizes={**env.sizes, **sizes}, local=frozenset(sizes), mesh=mesh,
+                              split={**env.split, **split})
     return _install(new)
 
 

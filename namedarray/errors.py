@@ -32,6 +32,7 @@ __all__ = [
     "MeshChangeError",
     "DivisibilityError",
     "MissingResourceError",
+    "SplitAxisError",
     "PositionalMisuseError",
     "AxisNameShadowingError",
     "AnnotationError",
@@ -110,6 +111,11 @@ class DivisibilityError(ResourceError):
 
 class MissingResourceError(ResourceError):
     """A mesh axis or loop that is not in scope."""
+
+
+class SplitAxisError(ResourceError):
+    """Inside ``nx.shard_map``, an operation that needs the whole of an axis that the map splits into
+    per-device blocks (a sort along it, indexing it by name, ...): gather it first, or reduce over it."""
 
 
 class PositionalMisuseError(NamedAxisError, TypeError):

@@ -21,6 +21,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from . import engine
+from . import env as _env
 from .array import NamedArray, _make
 from .errors import AxisSpecError, PositionalMisuseError, fmt_names, no_axis
 from .wrapping import untag
@@ -125,6 +126,10 @@ def _by_name(x: NamedArray, index: Mapping):
     for name in index:
         if name not in x.names:
             raise no_axis("indexing by name", name, x.names)
+    # inside nx.shard_map a slice of a split name cuts each device's block (the result is still blocks of
+    # it, side by side); other indices would need the whole axis
+    whole = [n for n, i in index.items() if not isinstance(i, slice)]
+    _env.current().require_whole(whole, "indexing by name")
     for name, i in index.items():
         if isinstance(i, NamedArray):
             x = _gather_by_name(x, name, i)

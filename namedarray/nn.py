@@ -162,16 +162,28 @@ def _full(operands: tuple, where: str, labels: tuple[str, ...]) -> tuple[list, t
     return out, names, len(pshape)
 
 
-def _storage_axes(axis: Any, x: NamedArray, where: str) -> tuple[tuple[int, ...], int]:
-    """(storage axes of ``axis`` in ``x``, product of the sizes of the bound names ``x`` lacks)."""
+def _storage_axes(axis: Any, x: NamedArray, where: str,
+                  blocks: bool = False) -> tuple[tuple[int, ...], int, tuple[str, ...]]:
+    """(storage axes of ``axis`` in ``x``, product of the sizes of the bound names ``x`` lacks, the mesh axes
+    holding blocks of the carried names when ``nx.shard_map`` splits them -- only allowed with ``blocks``)."""
     if axis is None:
         engine.check_reduces(x, where)
-    ints, named = engine.normalize_axis(axis, x, where, allow_unbound=True)
+    ints, named = engine.normalize_axis(axis, x, where, allow_unbound=True, blocks=blocks)
     p = engine.pos_ndim(x)
     carried = tuple(p + x.names.index(n) for n in named if n in x.names)
     env = _env.current()
     missing = math.prod(env.size(n, where) for n in named if n not in x.names)
-    return ints + carried, missing
+    mesh_axes = tuple(a for n in named if n in x.names for a in env.split.get(n, ()))
+    return ints + carried, missing, mesh_axes
+
+
+def _block_max_and_sum(d, axes: tuple[int, ...], mesh_axes: tuple[str, ...]):
+    """(max, sum of exp(d - max)) over ``axes``, kept as size-1 dims, combined over the devices holding the
+    blocks (inside ``nx.shard_map``): what a softmax or logsumexp over a split name needs."""
+    # any shift gives the same values: the maximum keeps exp() in range, and needs no gradient
+    m = jax.lax.pmax(jax.lax.stop_gradient(jnp.max(d, axis=axes, keepdims=True)), mesh_axes)
+    s = jax.lax.psum(jnp.sum(jnp.exp(d - m), axis=axes, keepdims=True), mesh_axes)
+    return m, s
 
 
 def _softmax_impl(static, x, mask):
@@ -181,12 +193,15 @@ def _softmax_impl(static, x, mask):
     else:
         (d, m), names, _ = _full((x, mask), where, ("x", "where"))
         x = _make(d, names)
-    axes, missing = _storage_axes(axis, x, where)
-    if log:
-        out = jax.nn.log_softmax(d, axis=axes, where=m)
-        return _make(out - math.log(missing) if missing != 1 else out, names)
-    out = jax.nn.softmax(d, axis=axes, where=m)
-    return _make(out / missing if missing != 1 else out, names)
+    axes, missing, mesh_axes = _storage_axes(axis, x, where, blocks=m is None)
+    if mesh_axes:  # inside nx.shard_map, over a split name: the blocks' maxima and sums combined
+        top, total = _block_max_and_sum(d, axes, mesh_axes)
+        out = d - top - jnp.log(total) if log else jnp.exp(d - top) / total
+    else:
+        out = (jax.nn.log_softmax if log else jax.nn.softmax)(d, axis=axes, where=m)
+    if missing == 1:
+        return _make(out, names)
+    return _make(out - math.log(missing) if log else out / missing, names)
 
 
 def softmax(x: Any, axis: Axis = -1, where: Any = None) -> Any:
@@ -228,9 +243,17 @@ def _keep_positional(out, named_axes: set[int], keepdims: bool):
 def _lse_impl(static, x, b, mask):
     mean, axis, keepdims, return_sign, where = static
     (d, bd, m), names, p = _full((x, b, mask), where, ("a", "b", "where"))
-    axes, missing = _storage_axes(axis, _make(d, names), where)
+    plain = not mean and bd is None and m is None and not return_sign
+    axes, missing, mesh_axes = _storage_axes(axis, _make(d, names), where, blocks=plain)
     reduced = {a for a in axes if a >= p}
     out_names = tuple(n for i, n in enumerate(names) if p + i not in reduced)
+    if mesh_axes:  # inside nx.shard_map, over a split name: the blocks' maxima and sums combined
+        top, total = _block_max_and_sum(d, axes, mesh_axes)
+        out = jnp.log(total) + top
+        out = out if keepdims else jnp.squeeze(out, axes)
+        if missing != 1:
+            out = out + math.log(missing)
+        return _make(_keep_positional(out, reduced, keepdims), out_names)
     if mean:
         out = jax.nn.logmeanexp(d, axis=axes, where=m, keepdims=keepdims)
         sign = None
@@ -279,7 +302,7 @@ def _standardize_impl(static, x, mean, variance, epsilon, mask):
     axis, algorithm, where = static
     (d, mu, var, eps, m), names, _ = _full((x, mean, variance, epsilon, mask), where,
                                           ("x", "mean", "variance", "epsilon", "where"))
-    axes, _ = _storage_axes(axis, _make(d, names), where)  # missing names: x is constant there, no-op
+    axes, _, _ = _storage_axes(axis, _make(d, names), where)  # missing names: x is constant there, no-op
     out = jax.nn.standardize(d, axis=axes, mean=mu, variance=var, epsilon=eps, where=m, algorithm=algorithm)
     return _make(out, names)
 
@@ -304,7 +327,7 @@ def standardize(x: Any, axis: Axis = -1, mean: Any = None, variance: Any = None,
 def _glu_impl(static, x):
     axis, where = static
     x = wrap(x)
-    axes, _ = _storage_axes(axis, x, where)
+    axes, _, _ = _storage_axes(axis, x, where)
     if len(axes) != 1:
         raise AxisSpecError(f"{where}: axis must be one positional axis or one name the value carries, "
                             f"got axis={axis!r}")
@@ -335,7 +358,14 @@ def glu(x: Any, axis: int | str = -1) -> Any:
 def _one_hot_impl(static, x):
     num_classes, dtype, name, where = static
     x = wrap(x)
-    out = jax.nn.one_hot(x.data, num_classes, dtype=dtype, axis=-1)
+    env = _env.current()
+    axes = env.split.get(name)
+    if axes:  # inside nx.shard_map, this device's block of the classes: indices shifted to the block's start
+        local = env.local_size(name)
+        start = jax.lax.axis_index(axes if len(axes) > 1 else axes[0]) * local
+        out = jax.nn.one_hot(x.data - start.astype(x.data.dtype), local, dtype=dtype, axis=-1)
+    else:
+        out = jax.nn.one_hot(x.data, num_classes, dtype=dtype, axis=-1)
     return from_storage(out, x.names + (name,), where)
 
 

@@ -20,6 +20,7 @@ import jax.numpy as jnp
 from jax import lax
 
 from . import engine
+from . import env as _env
 from .array import NamedArray, _make, as_storage
 from .errors import AxisSizeError, AxisSpecError, DuplicateAxisError, fmt_names, no_axis
 from .wrapping import tag, untag
@@ -103,6 +104,7 @@ def stack(arrays: Sequence[Any], axis: int | str = 0, out: None = None, dtype: A
         for i, a in enumerate(arrays):
             if isinstance(a, NamedArray) and axis in a.names:
                 raise DuplicateAxisError(f"nx.stack: argument {i} already has an axis {axis!r}")
+        _env.current().require_whole((axis,), "nx.stack")  # a split name is blocks, not a new axis
         return engine.run(_stack_impl, (axis, dtype, "nx.stack"), arrays)
     return engine.lift(jnp.stack, (arrays,), {"axis": axis, "dtype": dtype}, "nx.stack")
 
@@ -154,6 +156,7 @@ def take(a: Any, indices: Any, axis: int | str | None = None, out: None = None, 
     if isinstance(axis, str) and isinstance(a, NamedArray):
         if axis not in a.names:
             raise no_axis("nx.take", axis, a.names)
+        _env.current().require_whole((axis,), "nx.take")
         if not isinstance(indices, NamedArray):
             indices = as_storage(indices)  # a nested list counts by its rank too
         if len(indices.shape) > 1:

@@ -29,6 +29,7 @@ import jax
 import numpy as np
 
 from . import engine
+from . import env as _env
 from .array import NamedArray, _make, transpose
 from .errors import (
     AxisSizeError,
@@ -89,6 +90,7 @@ def flatten(x: NamedArray, names: Sequence[str], new_name: str) -> NamedArray:
     if new_name in x.names and new_name not in names:
         raise DuplicateAxisError(f"{where}: the array already has an axis {new_name!r}; the merged axis "
                                  "needs a new name (or one of the merged ones)")
+    _env.current().require_whole(names + (new_name,), where)
     return engine.run(_flatten_impl, (names, new_name), (x,))
 
 
@@ -166,7 +168,9 @@ def unflatten(x: NamedArray, name: str, parts: Mapping[str, int] | Sequence[tupl
     check_name(name, where)
     if name not in x.names:
         raise no_axis(where, name, x.names)
+    _env.current().require_whole((name,), where)
     names, sizes = _parts(parts, x.named_shape[name], where)
+    _env.current().require_whole(names, where)
     clash = [n for n in names if n in x.names and n != name]
     if clash:
         raise DuplicateAxisError(f"{where}: the array already has axes {fmt_names(clash)}; the parts need "
@@ -226,6 +230,7 @@ def unbind(x: NamedArray, axis: str | int) -> list[NamedArray]:
     if isinstance(axis, str):
         if axis not in x.names:
             raise no_axis(where, axis, x.names)
+        _env.current().require_whole((axis,), where)
     else:
         engine.normalize_axis(axis, x, where)  # an int in range, with the error naming the positional shape
     return engine.run(_unbind_impl, (axis,), (x,))
@@ -513,6 +518,7 @@ def rearrange(x: NamedArray, spec: str, **sizes: int) -> NamedArray:
         if t.name not in x.names:
             raise _spec_error(spec, f"term {t.text!r}: the array has no axis {t.name!r} (it has "
                                     f"{fmt_names(x.names) or 'no named axes'})")
+    _env.current().require_whole([t.name for side in (lhs, rhs) for t in side.named], where)
     return engine.run(_rearrange_impl, (spec, tuple(sorted((k, int(s)) for k, s in sizes.items()))), (x,))
 
 

@@ -32,6 +32,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from . import engine, indexing
+from . import env as _env
 from .array import NamedArray, _make, transpose
 from .errors import AxisSizeError, AxisSpecError, PositionalMisuseError, fmt_names, no_axis
 from .layout import align, pos_ndim
@@ -170,6 +171,7 @@ def _template(x: NamedArray, index: Any, where: str) -> tuple[tuple, tuple, list
     for i in positional:
         pos_entries += _entries(i, arrays, where, None)
     named_entries = []
+    _env.current().require_whole(named, where)
     for n, i in named.items():
         if n not in x.names:
             raise no_axis(where, n, x.names)

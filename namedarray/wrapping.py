@@ -58,6 +58,7 @@ def wrap(array: Any, axes: Any = None, *, where: str = "nx.wrap") -> NamedArray:
         named_sizes(array)  # raises: a transform (vmap, lax.scan) sliced one of its named axes
     _check_rank(spec, p, where, data.shape[:p])
     new = dict((n, pos) for pos, n in spec.axes)
+    _env.current().require_whole(new, where)  # inside nx.shard_map a split name is a block, not a new axis
     clash = sorted(set(new) & set(old))
     if clash:
         raise DuplicateAxisError(f"{where}: the array already has named axes {fmt_names(clash)}")
@@ -149,7 +150,7 @@ def unwrap(x: Any, axes: Any = None, *, where: str = "nx.unwrap",
             if sizes is not None and n in sizes:
                 own[n] = sizes[n]
             elif env.is_bound(n):
-                own[n] = env.size(n)
+                own[n] = env.local_size(n)  # one block of it inside nx.shard_map
             else:
                 raise UnboundAxisError(
                     f"{where}: the value does not carry axis {n!r} and its size is unknown here; a name is "
@@ -189,6 +190,8 @@ def rename(x: NamedArray, mapping: Mapping[str, str], where: str = "rename") -> 
         check_name(new, where)
         if old not in x.names:
             raise no_axis(where, old, x.names)
+    # inside nx.shard_map a split name is a block of an axis: renamed, it would no longer be known as one
+    _env.current().require_whole(list(mapping) + list(mapping.values()), where)
     new_names = tuple(mapping.get(n, n) for n in x.names)
     dup = duplicates(new_names)
     if dup:
