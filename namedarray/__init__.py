@@ -59,6 +59,11 @@ _methods.install(_sys.modules[__name__])
 
 __version__ = "0.1.0"
 
+# The public surface: every nx.<f>, the public submodules, and none of the modules the package is built from.
+_PUBLIC_MODULES = {"env", "errors", "typing", "lax", "nn", "random", "linalg", "fft"}
+__all__ = sorted(n for n, v in globals().items() if not n.startswith("_")
+                 and (not isinstance(v, type(_sys)) or n in _PUBLIC_MODULES))
+
 
 def __dir__():
-    return sorted(set(globals()) | set(_FUNCTIONS))
+    return list(__all__)

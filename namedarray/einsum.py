@@ -1,35 +1,8 @@
 """``nx.einsum``: Einstein summation over positional letters and named axes in braces.
 
-The subscripts are NumPy's, plus brace groups for axis names::
-
-    nx.einsum("n{b,k},{k,m}->n{b,m}", x, w)
-
-Grammar (whitespace is ignored):
-
-* terms are separated by ``,``; an optional ``->`` introduces the output term;
-* in a term, lowercase letters ``a``-``z`` name the positional axes, in order; ``...`` (at most once per term)
-  stands for the positional axes the letters do not cover, as in NumPy;
-* ``{name,name,...}`` lists named axes. Names may be multi-character, their order inside the braces is
-  irrelevant, and a brace group may sit anywhere in the term (``"n{b}"``, ``"{b}n"`` and ``"{b}n{}"`` are the
-  same term): positions come from the letters alone. ``{}`` is an empty group (handy for a scalar output,
-  ``"{k},{k}->{}"``).
-
-Meaning:
-
-* letters follow NumPy exactly: a letter in several terms and not in the output is contracted; a letter in
-  the output is kept, in the output's order (``"ij,jk->ki"`` has shape ``(k, i)``); size-1 dimensions
-  broadcast; repeated letters in one input term take a diagonal. Without ``->`` the output holds, after
-  ``...``, the letters that occur once, sorted (NumPy's implicit rule);
-* a name written in input terms and not in the output is contracted (summed over); written in the output, it
-  is kept. Without ``->`` a name written in exactly one term is kept, one written in several is contracted;
-* a name written in no term at all is broadcast by name (a batch axis): the operands that carry it are
-  mapped over it, as by every other nx operation;
-* a name written for one operand must be written for every operand that carries it: skipping it in one
-  would silently make that operand a batch operand of a contraction (xmap left this undefined);
-* any number of operands. Plain jax/NumPy arrays and scalars are positional operands (no names).
-
-The spec is parsed once (cached) and, per operand layout, planned once into a single ``jnp.einsum`` call on
-the storage arrays with a fixed contraction path; eagerly the whole operation is one cached kernel.
+The grammar is in :func:`einsum`'s docstring (``help(nx.einsum)``). The spec is parsed once (cached) and,
+per operand layout, planned once into a single ``jnp.einsum`` call on the storage arrays with a fixed
+contraction path; eagerly the whole operation is one cached kernel.
 
 >>> import namedarray as nx, jax.numpy as jnp
 >>> x = nx.wrap(jnp.ones((2, 5, 3)), {0: "b", 2: "k"})  # positional n=5, named b, k
@@ -379,12 +352,42 @@ def _out_sharding(pl: Plan, datas: list) -> Any:
 
 def einsum(spec: str, *operands: Any, precision: Any = None,
            preferred_element_type: Any = None) -> NamedArray | jax.Array:
-    """Einstein summation where letters are positional axes and ``{names}`` are named axes.
+    """Einstein summation where letters are positional axes and ``{names}`` are named axes: a name written
+    in the inputs and not in the output is contracted, one written in the output is kept, one written
+    nowhere is broadcast by name.
 
-    See the module documentation for the grammar. Letters follow :func:`numpy.einsum`; names in braces are
-    contracted when written in the inputs and not in the output, kept when written in the output, and
-    broadcast by name when written nowhere. The result is a NamedArray (a plain array when no operand is a
-    NamedArray) whose positional axes follow the output term's letters.
+    The subscripts are NumPy's, plus brace groups for axis names::
+
+        nx.einsum("n{b,k},{k,m}->n{b,m}", x, w)
+
+    Grammar (whitespace is ignored):
+
+    * terms are separated by ``,``; an optional ``->`` introduces the output term;
+    * in a term, lowercase letters ``a``-``z`` name the positional axes, in order; ``...`` (at most once per
+      term) stands for the positional axes the letters do not cover, as in NumPy;
+    * ``{name,name,...}`` lists named axes. Names may be multi-character, their order inside the braces is
+      irrelevant, and a brace group may sit anywhere in the term (``"n{b}"``, ``"{b}n"`` and ``"{b}n{}"`` are
+      the same term): positions come from the letters alone. ``{}`` is an empty group (handy for a scalar
+      output, ``"{k},{k}->{}"``).
+
+    Meaning:
+
+    * letters follow NumPy exactly: a letter in several terms and not in the output is contracted; a letter in
+      the output is kept, in the output's order (``"ij,jk->ki"`` has shape ``(k, i)``); size-1 dimensions
+      broadcast; repeated letters in one input term take a diagonal. Without ``->`` the output holds, after
+      ``...``, the letters that occur once, sorted (NumPy's implicit rule);
+    * a name written in input terms and not in the output is contracted (summed over); written in the output,
+      it is kept. Without ``->`` a name written in exactly one term is kept, one written in several is
+      contracted;
+    * a name written in no term at all is broadcast by name (a batch axis): the operands that carry it are
+      mapped over it, as by every other nx operation;
+    * a name written for one operand must be written for every operand that carries it: skipping it in one
+      would silently make that operand a batch operand of a contraction (xmap left this undefined);
+    * any number of operands. Plain jax/NumPy arrays and scalars are positional operands (no names).
+
+    The result is a NamedArray (a plain array when no operand is a NamedArray) whose positional axes follow
+    the output term's letters. Raises :class:`~namedarray.errors.EinsumSpecError` for a malformed or
+    inconsistent spec and :class:`~namedarray.errors.AxisSizeError` when one axis has two sizes.
 
     >>> import namedarray as nx, jax.numpy as jnp
     >>> x = nx.wrap(jnp.arange(6.0).reshape(2, 3), ["batch", "k"])
@@ -393,9 +396,6 @@ def einsum(spec: str, *operands: Any, precision: Any = None,
     {'batch': 2, 'out': 4}
     >>> nx.einsum("ij,jk->ki", jnp.ones((2, 3)), jnp.ones((3, 5))).shape
     (5, 2)
-
-    Raises :class:`~namedarray.errors.EinsumSpecError` for a malformed or inconsistent spec and
-    :class:`~namedarray.errors.AxisSizeError` when one axis has two sizes.
     """
     if not isinstance(spec, str):
         raise EinsumSpecError(f"nx.einsum takes the subscripts string first, got {type(spec).__name__} (the "

@@ -42,6 +42,7 @@ import numpy as np
 from . import engine
 from . import env as _env
 from .array import NamedArray
+from .docstrings import document
 from .errors import AxisSpecError, NamedAxisError, PositionalAxisError, fmt_names
 
 __all__ = ["rest_of", "lift", "has_name", "AXIS_PARAMS", "MIN_RANK", "AXIS_OF", "ALL_AXES"]
@@ -233,7 +234,7 @@ def lift(fn: Callable, where: str, module: str = "", name: str | None = None) ->
             raise type(e)(f"{e} [{where} is lifted over named axes and sees positional axes only: {shapes}]"
                           ) from e
 
-    return lifted
+    return document(lifted, "lifted", where, fn)
 
 
 def rest_of(jax_module: types.ModuleType, namespace: Mapping[str, Any],
@@ -266,7 +267,8 @@ def rest_of(jax_module: types.ModuleType, namespace: Mapping[str, Any],
             f = lifted[name] = lift(obj, f"nx.{short}.{name}", short, name)
         return f
 
-    def __dir__() -> list[str]:
-        return sorted(set(namespace) | {n for n in dir(jax_module) if not n.startswith("_")})
+    def __dir__() -> list[str]:  # the module's public names and jax's, not what it imports
+        public = {n for n in dir(jax_module) if not n.startswith("_")}
+        return sorted(set(namespace.get("__all__", ())) | public)
 
     return __getattr__, __dir__

@@ -38,6 +38,7 @@ import numpy as np
 
 from . import engine, kernels, lifted
 from .array import NamedArray
+from .docstrings import document
 from .errors import PositionalMisuseError, fmt_names
 from .shape import join_sizes
 from .wrapping import untag
@@ -391,28 +392,31 @@ def build() -> dict[str, Callable]:
         obj = getattr(jnp, name)
         if isinstance(obj, type) or not callable(obj) or name in PASSTHROUGH:
             out[name] = obj
-        elif name in UNARY:
-            out[name] = _elementwise(obj, name, 1)
+            continue
+        if name in UNARY:
+            f, kind = _elementwise(obj, name, 1), "elementwise"
         elif name in ("power", "pow"):
-            out[name] = _power(_elementwise(obj, name, 2), obj, name)
+            f, kind = _power(_elementwise(obj, name, 2), obj, name), "elementwise"
         elif name in BINARY:
-            out[name] = _elementwise(obj, name, 2)
+            f, kind = _elementwise(obj, name, 2), "elementwise"
         elif name in REDUCTIONS:
-            out[name] = _reduction(obj, name, REDUCTIONS[name])
+            f, kind = _reduction(obj, name, REDUCTIONS[name]), "reduction" if REDUCTIONS[name] else "single"
         elif name in ALONG:
-            out[name] = _along(obj, name)
+            f, kind = _along(obj, name), "along"
         elif name in VALUE_DEPENDENT:
-            out[name] = _value_dependent(obj, name)
+            f, kind = _value_dependent(obj, name), "positional"
         else:
-            out[name] = _lifted(obj, name)
+            f, kind = _lifted(obj, name), "lifted"
+        out[name] = document(f, kind, f"nx.{name}", obj)
     for name in DTYPE_QUERIES:
-        out[name] = _dtype_query(getattr(jnp, name))
-    out["unstack"] = functools.wraps(jnp.unstack)(_unstack)
+        out[name] = document(_dtype_query(getattr(jnp, name)), "dtype", f"nx.{name}", getattr(jnp, name))
+    out["unstack"] = document(functools.wraps(jnp.unstack)(_unstack), "along", "nx.unstack", jnp.unstack)
     for sub in SUBMODULES:
         out[sub] = _lifted_module(sub)
-    out["where"] = functools.wraps(jnp.where)(_where)
-    out["clip"] = functools.wraps(jnp.clip)(_clip)
-    out["trapezoid"] = functools.wraps(jnp.trapezoid)(_trapezoid)
+    out["where"] = document(functools.wraps(jnp.where)(_where), "elementwise", "nx.where", jnp.where)
+    out["clip"] = document(functools.wraps(jnp.clip)(_clip), "elementwise", "nx.clip", jnp.clip)
+    out["trapezoid"] = document(functools.wraps(jnp.trapezoid)(_trapezoid), "along", "nx.trapezoid",
+                                jnp.trapezoid)
     for name, f in (("shape", _shape), ("ndim", _ndim), ("size", _size)):
         f.__name__ = f.__qualname__ = name
         out[name] = f
