@@ -163,6 +163,12 @@ def install(nx) -> None:
     cls.__getitem__ = getitem
     cls.at = property(AtIndexer, doc="``x.at[index].set(values)`` & co.: functional updates by position and "
                                      "name (see :mod:`namedarray.updates`).")
+    def __treescope_repr__(self, path, subtree_renderer):
+        from .treescope_support import treescope_repr  # treescope is imported by then: it called this
+
+        return treescope_repr(self, path, subtree_renderer)
+
+    cls.__treescope_repr__ = __treescope_repr__
     cls.__array_ufunc__ = _array_ufunc(nx)
     cls.__array_function__ = _array_function(nx)
 
