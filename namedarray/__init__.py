@@ -46,6 +46,7 @@ from .creation import arange, empty, full, geomspace, linspace, logspace, ones, 
 from .distribute import from_process_local, jit, shard, sharding  # noqa: E402
 from .einsum import einsum  # noqa: E402
 from .env import axis_rules  # noqa: E402
+from .interop import from_xarray, load_safetensors, save_safetensors  # noqa: E402
 from .norms import norm as _norm  # noqa: E402
 from .norms import vector_norm as _vector_norm  # noqa: E402
 from .scan import map, scan  # noqa: E402

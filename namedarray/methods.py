@@ -163,6 +163,14 @@ def install(nx) -> None:
     cls.__getitem__ = getitem
     cls.at = property(AtIndexer, doc="``x.at[index].set(values)`` & co.: functional updates by position and "
                                      "name (see :mod:`namedarray.updates`).")
+    def to_xarray(self, coords=None, **kwargs):
+        """An ``xarray.DataArray`` whose dims are the names (see :func:`namedarray.interop.to_xarray`)."""
+        from .interop import to_xarray
+
+        return to_xarray(self, coords, **kwargs)
+
+    cls.to_xarray = to_xarray
+
     def __treescope_repr__(self, path, subtree_renderer):
         from .treescope_support import treescope_repr  # treescope is imported by then: it called this
 

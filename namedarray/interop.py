@@ -1,0 +1,143 @@
+"""Interoperability: xarray DataArrays and safetensors files, keeping the axis names.
+
+* ``nx.from_xarray(da)`` / ``x.to_xarray()``: a DataArray's dims are a NamedArray's names (the ``[xarray]``
+  extra). Coordinates and attributes are xarray's, not nx's: ``to_xarray(coords=...)`` puts them back.
+* ``nx.save_safetensors(tensors, path)`` / ``nx.load_safetensors(path)``: a flat dict of NamedArrays (and
+  plain arrays) in a safetensors file, each tensor's names in the file's metadata (the ``[safetensors]``
+  extra), so a file read back has the same names, whatever order they were stored in.
+* Orbax checkpoints need nothing from here: a pytree of NamedArrays saves as it is, and restores into
+  ``nx.shard(jax.eval_shape(init, key))``, the abstract tree laid out by the rules in force, with names and
+  shardings (see README, "Checkpoints and interop").
+
+>>> import namedarray as nx, jax.numpy as jnp
+>>> x = nx.wrap(jnp.zeros((2, 3)), ["batch", "embed"])
+>>> nx.from_xarray(x.to_xarray()).named_shape
+{'batch': 2, 'embed': 3}
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+import jax.numpy as jnp
+import numpy as np
+
+from .array import NamedArray, _make, is_named
+from .errors import AxisSpecError, PositionalMisuseError, fmt_names
+from .shape import check_names
+
+__all__ = ["from_xarray", "to_xarray", "save_safetensors", "load_safetensors"]
+
+_METADATA_KEY = "namedarray.names"
+
+
+# --------------------------------------------------------------------------------------------------------
+# xarray
+
+
+def from_xarray(da: Any) -> NamedArray:
+    """A NamedArray from an ``xarray.DataArray``: every dim becomes a named axis (coordinates are dropped).
+
+    >>> import xarray as xr, numpy as np, namedarray as nx
+    >>> nx.from_xarray(xr.DataArray(np.ones((2, 3)), dims=("time", "station"))).named_shape
+    {'station': 3, 'time': 2}
+    """
+    dims = getattr(da, "dims", None)
+    if dims is None or not hasattr(da, "values"):
+        raise TypeError(f"nx.from_xarray: expected an xarray.DataArray, got {type(da).__name__}")
+    names = tuple(str(d) for d in dims)
+    check_names(names, "nx.from_xarray")
+    return _make(jnp.asarray(da.values), names)
+
+
+def to_xarray(x: NamedArray, coords: Mapping[str, Any] | None = None, **kwargs: Any) -> Any:
+    """An ``xarray.DataArray`` whose dims are ``x``'s names, in storage order (``coords`` and the other
+    keyword arguments go to ``xarray.DataArray``). Positional axes have no dim name: name them first
+    (``x.tag(...)``).
+
+    >>> import namedarray as nx, jax.numpy as jnp
+    >>> nx.wrap(jnp.zeros((2, 3)), ["batch", "embed"]).to_xarray().dims
+    ('batch', 'embed')
+    """
+    import xarray
+
+    if not is_named(x):
+        raise TypeError(f"to_xarray: expected a NamedArray, got {type(x).__name__}")
+    if x.ndim:
+        raise PositionalMisuseError(
+            f"to_xarray: the value has positional axes (shape {x.shape}) besides its named axes "
+            f"{fmt_names(x.names) or '(none)'}, and xarray names every dim: name them first, e.g. "
+            f"x.tag({', '.join(repr(f'dim_{i}') for i in range(x.ndim))})")
+    return xarray.DataArray(np.asarray(x.data), dims=x.names, coords=coords, **kwargs)
+
+
+# --------------------------------------------------------------------------------------------------------
+# safetensors
+
+
+def save_safetensors(tensors: Mapping[str, Any], path: str,
+                     metadata: Mapping[str, str] | None = None) -> None:
+    """Write a flat dict of NamedArrays (and plain arrays) to a safetensors file, with their names.
+
+    Each NamedArray is stored as its storage array; its names (in storage order, positional axes first
+    unnamed) go to the file's metadata under ``"namedarray.names"``, next to your own ``metadata``.
+
+    >>> import namedarray as nx, jax.numpy as jnp, tempfile, os
+    >>> path = os.path.join(tempfile.mkdtemp(), "w.safetensors")
+    >>> nx.save_safetensors({"w": nx.wrap(jnp.ones((2, 3)), ["embed", "mlp"])}, path)
+    >>> nx.load_safetensors(path)["w"].named_shape
+    {'embed': 2, 'mlp': 3}
+    """
+    from safetensors.numpy import save_file
+
+    if not isinstance(tensors, Mapping):
+        raise TypeError(f"nx.save_safetensors: tensors must be a dict name -> array, got "
+                        f"{type(tensors).__name__}")
+    arrays: dict[str, np.ndarray] = {}
+    layout: dict[str, dict] = {}  # per tensor: its names and its shape (safetensors stores a scalar as (1,))
+    for key, v in tensors.items():
+        if not isinstance(key, str):
+            raise TypeError(f"nx.save_safetensors: tensor names must be strings, got {key!r}")
+        data = np.asarray(v.data if is_named(v) else v)
+        arrays[key] = np.ascontiguousarray(data)
+        layout[key] = {"names": list(v.names) if is_named(v) else None, "shape": list(data.shape)}
+    meta = dict(metadata or {})
+    if _METADATA_KEY in meta:
+        raise AxisSpecError(f"nx.save_safetensors: the metadata key {_METADATA_KEY!r} is nx's own")
+    meta[_METADATA_KEY] = json.dumps(layout)
+    save_file(arrays, path, metadata=meta)
+
+
+def load_safetensors(path: str) -> dict[str, Any]:
+    """Read a safetensors file written by :func:`save_safetensors`: NamedArrays with their names again
+    (tensors stored without names come back as jax arrays).
+
+    >>> import namedarray as nx, jax.numpy as jnp, tempfile, os
+    >>> path = os.path.join(tempfile.mkdtemp(), "b.safetensors")
+    >>> nx.save_safetensors({"b": jnp.arange(3)}, path)
+    >>> nx.load_safetensors(path)["b"].tolist()
+    [0, 1, 2]
+    """
+    from safetensors import safe_open
+
+    out: dict[str, Any] = {}
+    with safe_open(path, framework="numpy") as f:
+        meta = f.metadata() or {}
+        layout = json.loads(meta.get(_METADATA_KEY, "{}"))
+        for key in f.keys():  # noqa: SIM118  (safe_open is not a mapping)
+            data = f.get_tensor(key)
+            info = layout.get(key, {})
+            if "shape" in info:
+                data = data.reshape(info["shape"])
+            data = jnp.asarray(data)
+            if info.get("names") is not None:
+                own = tuple(info["names"])
+                if len(own) > data.ndim:
+                    raise AxisSpecError(f"nx.load_safetensors: tensor {key!r} has shape {data.shape} but the "
+                                        f"file names {len(own)} axes {fmt_names(own)}")
+                out[key] = _make(data, check_names(own, "nx.load_safetensors"))
+            else:
+                out[key] = data
+    return out

@@ -1,0 +1,86 @@
+"""Interoperability keeps the names: xarray DataArrays, safetensors files, and orbax checkpoints of sharded
+pytrees restored into abstract trees laid out by name."""
+
+import os
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from meshes import auto_mesh, same_spec
+
+import namedarray as nx
+from namedarray import errors
+
+xr = pytest.importorskip("xarray")
+
+
+def test_xarray_round_trip_keeps_dims_as_names(rng):
+    data = rng.normal(size=(3, 4, 5)).astype(np.float32)
+    da = xr.DataArray(data, dims=("time", "lat", "lon"), coords={"time": [10, 20, 30]})
+    x = nx.from_xarray(da)
+    assert x.shape == () and x.named_shape == {"time": 3, "lat": 4, "lon": 5}
+    mean = nx.mean(x, "time")  # by name, as xarray's da.mean("time")
+    np.testing.assert_allclose(mean.to_xarray().transpose("lat", "lon").values, da.mean("time").values,
+                               rtol=1e-6)
+    back = x.to_xarray(coords={"time": [10, 20, 30]})
+    xr.testing.assert_allclose(back.transpose(*da.dims), da)
+
+
+def test_to_xarray_asks_for_names_of_positional_axes():
+    x = nx.wrap(jnp.zeros((2, 3)), [None, "k"])
+    with pytest.raises(errors.PositionalMisuseError,
+                       match=r"positional axes \(shape \(2,\)\).*x.tag\('dim_0'\)"):
+        x.to_xarray()
+    assert x.tag("row").to_xarray().sizes == {"row": 2, "k": 3}
+
+
+def test_safetensors_round_trip_with_names_in_metadata(tmp_path, rng):
+    from safetensors import safe_open
+
+    w = nx.wrap(rng.normal(size=(4, 3)).astype(np.float32), ["mlp", "embed"])
+    h = nx.wrap(rng.normal(size=(2, 4, 3)).astype(np.float32), [None, "embed", "heads"])
+    path = str(tmp_path / "params.safetensors")
+    nx.save_safetensors({"w": w, "h": h, "step": jnp.asarray(7)}, path, metadata={"model": "tiny"})
+    back = nx.load_safetensors(path)
+    assert back["w"].named_shape == w.named_shape and back["h"].named_shape == h.named_shape
+    assert back["h"].shape == (2,) and back["step"].tolist() == 7
+    for k, x in (("w", w), ("h", h)):
+        order = {i: n for i, n in enumerate(sorted(x.names), start=x.ndim)}
+        np.testing.assert_array_equal(np.asarray(back[k].unwrap(order)), np.asarray(x.unwrap(order)))
+    with safe_open(path, framework="numpy") as f:
+        assert f.metadata()["model"] == "tiny"
+
+
+def test_orbax_checkpoint_of_a_sharded_pytree_restores_names_and_shardings(tmp_path):
+    ocp = pytest.importorskip("orbax.checkpoint")
+
+    def init(key):
+        k1, k2 = jax.random.split(key)
+        return {"w": nx.random.normal(k1, named_shape={"embed": 8, "mlp": 16}),
+                "b": nx.zeros(named_shape={"mlp": 16}), "step": jnp.asarray(3)}
+
+    mesh = auto_mesh((4, 2), ("data", "model"))
+    rules = {"embed": "data", "mlp": "model"}
+    path = os.path.join(tmp_path, "ckpt")
+    with jax.set_mesh(mesh), nx.axis_rules(rules):
+        params = nx.jit(init)(jax.random.key(0))
+        checkpointer = ocp.StandardCheckpointer()
+        checkpointer.save(path, params)
+        checkpointer.wait_until_finished()
+        target = nx.shard(jax.eval_shape(init, jax.random.key(0)))  # abstract, laid out by the rules
+        restored = checkpointer.restore(path, target)
+        # the same shardings nx.sharding gives the abstract tree (for jit in/out shardings)
+        shardings = nx.sharding(jax.eval_shape(init, jax.random.key(0)))
+    for k in ("w", "b"):
+        assert restored[k].named_shape == params[k].named_shape
+        assert restored[k].sharding.is_equivalent_to(shardings[k], restored[k].data.ndim)
+        assert same_spec(restored[k].sharding.spec, P_of(restored[k], rules))
+        order = {i: n for i, n in enumerate(sorted(params[k].names))}
+        np.testing.assert_array_equal(np.asarray(restored[k].unwrap(order)),
+                                      np.asarray(params[k].unwrap(order)))
+    assert int(restored["step"]) == 3
+
+
+def P_of(x, rules):
+    return jax.sharding.PartitionSpec(*[rules.get(n) for n in x.names])
