@@ -282,13 +282,11 @@ class Jitted:
                 if not is_named(v):
                     targets.append(None)
                     continue
-                names = canonical(v.names)
-                if any(mapping.get(n) for n in names):
-                    axes = tuple(a for n in names for a in mapping.get(n, ()))
-                    if any(a not in mesh.axis_names for a in axes):
-                        targets.append(False)  # the slow path reports it
-                        continue
-                targets.append(NamedSharding(mesh, placement.storage_spec(leaf.ndim, names, mapping.get)))
+                spec = placement.storage_spec(leaf.ndim, canonical(v.names), mapping.get)
+                try:
+                    targets.append(NamedSharding(mesh, spec))
+                except ValueError:  # not a layout of this mesh: the placing path says why, naming the axis
+                    targets.append(False)
             if len(self._targets) > 64:
                 self._targets.clear()
             self._targets[key] = targets
