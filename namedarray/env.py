@@ -190,21 +190,10 @@ def bind(sizes: Mapping[str, int], *, resources: Mapping[str, tuple] | None = No
     Re-binding a name an enclosing region binds is an :class:`AxisNameShadowingError`, as in xmap.
     ``resources``, ``mesh`` and ``loops`` extend the enclosing ones; ``local`` becomes ``sizes``' names.
     """
-    env = current()
-    shadowed = sorted(set(sizes) & set(env.sizes))
-    if shadowed:
-        raise AxisNameShadowingError(
-            f"{where}: axis names {fmt_names(shadowed)} are already bound by an enclosing nx.xmap "
-            "(disallowed axis name shadowing); rename the inner axes")
-    new = AxisEnv(
-        sizes={**env.sizes, **sizes},
-        local=frozenset(sizes),
-        resources={**env.resources, **(resources or {})},
-        mesh=mesh if mesh is not None else env.mesh,
-        loops={**env.loops, **(loops or {})},
-        rules=env.rules,
-    )
-    return _install(new)
+    env = _unshadowed(sizes, where)
+    return _install(dataclasses.replace(
+        env, sizes={**env.sizes, **sizes}, local=frozenset(sizes), mesh=env.mesh if mesh is None else mesh,
+        resources={**env.resources, **(resources or {})}, loops={**env.loops, **(loops or {})}))
 
 
 def bind_blocks(sizes: Mapping[str, int], split: Mapping[str, tuple[str, ...]], mesh: Any,
@@ -212,15 +201,20 @@ def bind_blocks(sizes: Mapping[str, int], split: Mapping[str, tuple[str, ...]], 
     """The region of an ``nx.shard_map`` body: the names of its arguments are bound with their whole
     ``sizes`` (as ``nx.xmap`` binds its axes), and values hold one block of each name of ``split``, spread
     over its (manual) mesh axes."""
+    env = _unshadowed(sizes, where)
+    return _install(dataclasses.replace(env, sizes={**env.sizes, **sizes}, local=frozenset(sizes), mesh=mesh,
+                                        split={**env.split, **split}))
+
+
+def _unshadowed(sizes: Mapping[str, int], where: str) -> AxisEnv:
+    """The environment in force, after checking that no name of ``sizes`` is bound already (xmap's rule)."""
     env = current()
     shadowed = sorted(set(sizes) & set(env.sizes))
     if shadowed:
         raise AxisNameShadowingError(
             f"{where}: axis names {fmt_names(shadowed)} are already bound by an enclosing nx.xmap or "
-            "nx.shard_map; rename the inner axes")
-    new = dataclasses.replace(env, sizes={**env.sizes, **sizes}, local=frozenset(sizes), mesh=mesh,
-                              split={**env.split, **split})
-    return _install(new)
+            "nx.shard_map (disallowed axis name shadowing); rename the inner axes")
+    return env
 
 
 class _Rules(contextlib.ContextDecorator):
