@@ -1,10 +1,12 @@
 """Meshes and layout helpers shared by the sharding tests (8 simulated CPU devices, tests/conftest.py)."""
 
 import contextlib
+import math
 import re
 import warnings
 from collections import Counter
 
+import hypothesis.strategies as st
 import jax
 import numpy as np
 from jax.sharding import AxisType, Mesh
@@ -68,3 +70,39 @@ _COLLECTIVE = re.compile(r"=\s*(?:\([^)]*\)|\S+)\s+(all-reduce|all-gather|reduce
 def collectives(hlo_text: str) -> dict[str, int]:
     """Collective instructions of a compiled module, by kind."""
     return dict(Counter(m.group(1) for m in _COLLECTIVE.finditer(hlo_text)))
+
+
+# The meshes the sharding property tests draw from: (8,), (4, 2) and (2, 2, 2) over the 8 simulated devices.
+MESHES = {(8,): ("a",), (4, 2): ("a", "b"), (2, 2, 2): ("a", "b", "c")}
+NAMES = ("i", "j", "k", "l")
+
+
+@st.composite
+def named_operands(draw):
+    """(sizes of NAMES, the names of two operands in storage order): sizes divisible by any mesh axis."""
+    sizes = {n: draw(st.sampled_from([2, 4, 8])) for n in NAMES}
+    x_names = draw(st.lists(st.sampled_from(NAMES), min_size=1, max_size=3, unique=True))
+    y_names = draw(st.lists(st.sampled_from(NAMES), min_size=1, max_size=3, unique=True))
+    return sizes, x_names, y_names
+
+
+@st.composite
+def legal_mapping(draw, names, sizes, mesh_shape, with_none=False):
+    """A random mapping of ``names`` to mesh axes that any value may use: each mesh axis goes to one name at
+    most (so no value has two names on one axis), and each size divides by its mesh axes (one or two, major
+    to minor). ``with_none``: some unmapped names get an explicit ``None``."""
+    axes = MESHES[mesh_shape]
+    msize = dict(zip(axes, mesh_shape))
+    free = list(axes)
+    mapping = {}
+    for n in draw(st.permutations(sorted(names))):
+        k = draw(st.integers(0, min(2, len(free))))
+        chosen = tuple(draw(st.permutations(free))[:k])
+        if chosen and sizes[n] % math.prod(msize[a] for a in chosen):
+            chosen = ()
+        if chosen:
+            mapping[n] = chosen[0] if len(chosen) == 1 else chosen
+            free = [a for a in free if a not in chosen]
+        elif with_none and draw(st.booleans()):
+            mapping[n] = None
+    return mapping

@@ -6,7 +6,6 @@ under nx.xmap with the same resources, and unsharded. Then the block-level tools
 exchange), the examples, gradients, partial manual mode, and the errors.
 """
 
-import math
 import sys
 from pathlib import Path
 
@@ -17,36 +16,22 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from jax.sharding import PartitionSpec as P
-from meshes import auto_mesh, collectives, explicit_mesh, same_spec
+from meshes import MESHES, auto_mesh, collectives, explicit_mesh, legal_mapping, named_operands, same_spec
 
 import namedarray as nx
 from namedarray import errors
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "examples"))
 
-MESHES = {(8,): ("a",), (4, 2): ("a", "b"), (2, 2, 2): ("a", "b", "c")}
-NAMES = ("i", "j", "k", "l")
 OPS = ["elementwise", "sum", "mean", "max", "psum", "pmean", "pmax", "all_gather", "einsum", "softmax",
        "logsumexp", "axis_index"]
 
 
 @st.composite
 def problems(draw, mesh_shape):
-    axes = MESHES[mesh_shape]
-    msize = dict(zip(axes, mesh_shape))
-    sizes = {n: draw(st.sampled_from([2, 4, 8])) for n in NAMES}
-    x_names = draw(st.lists(st.sampled_from(NAMES), min_size=1, max_size=3, unique=True))
-    y_names = draw(st.lists(st.sampled_from(NAMES), min_size=1, max_size=3, unique=True))
-    free = list(axes)
-    resources = {}
-    for n in draw(st.permutations(sorted(set(x_names) | set(y_names)))):
-        k = draw(st.integers(0, min(2, len(free))))
-        chosen = tuple(draw(st.permutations(free))[:k])
-        if chosen and sizes[n] % math.prod(msize[a] for a in chosen) == 0:
-            resources[n] = chosen[0] if len(chosen) == 1 else chosen
-            free = [a for a in free if a not in chosen]
-    op = draw(st.sampled_from(OPS))
-    pick = draw(st.integers(0, 3))
+    sizes, x_names, y_names = draw(named_operands())
+    resources = draw(legal_mapping(set(x_names) | set(y_names), sizes, mesh_shape))
+    op, pick = draw(st.sampled_from(OPS)), draw(st.integers(0, 3))
     return sizes, x_names, y_names, resources, op, pick, draw(st.integers(0, 2**16))
 
 

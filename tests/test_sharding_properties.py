@@ -6,7 +6,6 @@ and (2, 2, 2) meshes of Auto or Explicit axes, give the values of the same progr
 their result out as the rules say.
 """
 
-import math
 
 import hypothesis.strategies as st
 import jax
@@ -16,36 +15,17 @@ import pytest
 from hypothesis import given, settings
 from jax.sharding import AxisType
 from jax.sharding import PartitionSpec as P
-from meshes import same_spec
+from meshes import MESHES, NAMES, legal_mapping, named_operands, same_spec
 
 import namedarray as nx
-
-MESHES = {(8,): ("a",), (4, 2): ("a", "b"), (2, 2, 2): ("a", "b", "c")}
-NAMES = ("i", "j", "k", "l")
 
 
 @st.composite
 def problems(draw, mesh_shape):
-    axes = MESHES[mesh_shape]
-    msize = dict(zip(axes, mesh_shape))
-    sizes = {n: draw(st.sampled_from([2, 4, 8])) for n in NAMES}
-    x_names = draw(st.lists(st.sampled_from(NAMES), min_size=1, max_size=3, unique=True))
-    y_names = draw(st.lists(st.sampled_from(NAMES), min_size=1, max_size=3, unique=True))
-    # legal rules: each mesh axis used by at most one name (so a value may carry any names); sizes divisible
-    free = list(axes)
-    rules = {}
-    for n in draw(st.permutations(NAMES)):
-        k = draw(st.integers(0, min(2, len(free))))
-        chosen = tuple(draw(st.permutations(free))[:k])
-        if chosen and sizes[n] % math.prod(msize[a] for a in chosen):
-            chosen = ()
-        if chosen or draw(st.booleans()):
-            rules[n] = None if not chosen else chosen[0] if len(chosen) == 1 else chosen
-        free = [a for a in free if a not in chosen]
+    sizes, x_names, y_names = draw(named_operands())
+    rules = draw(legal_mapping(NAMES, sizes, mesh_shape, with_none=True))
     op = draw(st.sampled_from(["elementwise", "reduce", "einsum", "dot", "softmax"]))
-    explicit = draw(st.booleans())
-    seed = draw(st.integers(0, 2**16))
-    return sizes, x_names, y_names, rules, op, explicit, seed
+    return sizes, x_names, y_names, rules, op, draw(st.booleans()), draw(st.integers(0, 2**16))
 
 
 def program(op, x, y):
