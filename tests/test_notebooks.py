@@ -16,7 +16,7 @@ from jupyter_client.manager import KernelManager
 from nbclient import NotebookClient
 
 NOTEBOOKS = sorted((pathlib.Path(__file__).parent.parent / "notebooks").glob("*.ipynb"))
-TIMEOUT_S = 120  # per cell; each notebook takes well under a minute
+TIMEOUT_S = 120  # per cell; each notebook takes well under a minute (the transformer's 4 strategies ~25 s)
 
 
 def execute(nb, *, cwd: pathlib.Path | None = None, kernel_dir: pathlib.Path | None = None):
@@ -51,6 +51,13 @@ def starts_on_eight_devices(nb) -> None:
     assert first[0] == "import jax" and first[1].startswith('jax.config.update("jax_num_cpu_devices", 8)')
 
 
+def numbers_after(out: str, title: str) -> list[float]:
+    """The numbers on the printed line that is ``title`` followed by numbers only."""
+    line = re.search(rf"^{re.escape(title)}((?:\s+\d+\.\d+)+)\s*$", out, re.M)
+    assert line, f"no line {title!r} followed by numbers"
+    return [float(v) for v in line.group(1).split()]
+
+
 def check_named_axes_tutorial(nb) -> None:
     starts_on_eight_devices(nb)
     out = stdout(nb)
@@ -67,7 +74,28 @@ def check_named_axes_tutorial(nb) -> None:
     assert any("hidden[28:32]" in h and "batch" in h for h in pictures)       # model parallel over 8 devices
 
 
-CHECKS = {"named_axes_tutorial.ipynb": check_named_axes_tutorial}
+def check_model_parallelism(nb) -> None:
+    starts_on_eight_devices(nb)
+    out = stdout(nb)
+    titles = ("replicated", "data parallel", "model parallel", "data x model")
+    curves = {t: numbers_after(out, t) for t in titles}
+    first = curves["replicated"]
+    assert len(first) == 5 and first[-1] < first[0] - 0.5     # it trains
+    for title, curve in curves.items():
+        assert curve == pytest.approx(first, rel=1e-5), title
+    one_device = float(re.search(r"loss on one device, before training: ([\d.]+)", out).group(1))
+    assert first[0] == pytest.approx(one_device, rel=1e-5)
+    assert "losses equal across strategies: True" in out
+    pictures = sharding_pictures(nb)
+    assert any("heads[7:8]" in h and "embed" in h and "head_dim" in h for h in pictures)   # model parallel
+    assert any("mlp[32:64]" in h and "0,2,4,6" in h for h in pictures)                     # data x model
+    assert any("batch[14:16]" in h and "seq" in h for h in pictures)                        # data parallel
+    held = {t: int(re.search(rf"^{t}\s+(\d+) bytes of parameters", out, re.M).group(1)) for t in titles}
+    assert held["data parallel"] == held["replicated"] > held["data x model"] > held["model parallel"]
+
+
+CHECKS = {"named_axes_tutorial.ipynb": check_named_axes_tutorial,
+          "model_parallelism.ipynb": check_model_parallelism}
 
 
 def test_there_is_a_notebook():
