@@ -51,7 +51,7 @@ def test_readme_python_blocks_run():
 
 
 def test_there_are_guides():
-    assert {p.name for p in GUIDES} >= {"xmap_migration.md"}
+    assert {p.name for p in GUIDES} >= {"xmap_migration.md", "library_authors.md"}
 
 
 @pytest.mark.parametrize("path", GUIDES, ids=[p.name for p in GUIDES])
