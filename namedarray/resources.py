@@ -214,9 +214,10 @@ def resolve(parsed: Mapping[str, tuple], where: str) -> tuple[Plan, tuple]:
                  "`with Mesh(devices, names):`)")
         if loops_in_scope:
             scope += f" and loops {sorted(loops_in_scope)}"
+        listed = "{" + ", ".join(repr(r) for r in sorted(set(missing))) + "}"  # xmap's set, in one order
         raise MissingResourceError(
             f"{where}: in-scope resources are insufficient to execute the xmapped function; the missing "
-            f"resources are: {set(missing)!r} (in scope: {scope})")
+            f"resources are: {listed} (in scope: {scope})")
     uses_mesh = any(r in mesh_names for res in axes.values() for r in res) or outer.mesh is not None
     if not uses_mesh:
         mesh = None

@@ -1,9 +1,11 @@
-"""Every notebook in notebooks/ runs top to bottom, with this interpreter, without an error."""
+"""Every notebook in notebooks/ runs top to bottom, with this interpreter, without an error, and prints what
+its text claims, both when run here and in the outputs saved with it."""
 
 from __future__ import annotations
 
 import json
 import pathlib
+import re
 import sys
 import tempfile
 
@@ -14,7 +16,7 @@ from jupyter_client.manager import KernelManager
 from nbclient import NotebookClient
 
 NOTEBOOKS = sorted((pathlib.Path(__file__).parent.parent / "notebooks").glob("*.ipynb"))
-TIMEOUT_S = 120  # per cell; the whole tour takes a few seconds
+TIMEOUT_S = 120  # per cell; each notebook takes well under a minute (the transformer's 4 strategies ~25 s)
 
 
 def execute(nb, *, cwd: pathlib.Path | None = None, kernel_dir: pathlib.Path | None = None):
@@ -33,8 +35,71 @@ def execute(nb, *, cwd: pathlib.Path | None = None, kernel_dir: pathlib.Path | N
     return nb
 
 
+def stdout(nb) -> str:
+    return "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])
+                   if o.get("output_type") == "stream" and o.get("name") == "stdout")
+
+
+def sharding_pictures(nb) -> list[str]:
+    """The HTML of every ``nx.visualize_sharding`` picture a cell displayed."""
+    return [o["data"]["text/html"] for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])
+            if "text/html" in o.get("data", {}) and "nx-sharding" in o["data"]["text/html"]]
+
+
+def starts_on_eight_devices(nb) -> None:
+    first = next(c for c in nb.cells if c.cell_type == "code").source.splitlines()
+    assert first[0] == "import jax" and first[1].startswith('jax.config.update("jax_num_cpu_devices", 8)')
+
+
+def numbers_after(out: str, title: str) -> list[float]:
+    """The numbers on the printed line that is ``title`` followed by numbers only."""
+    line = re.search(rf"^{re.escape(title)}((?:\s+\d+\.\d+)+)\s*$", out, re.M)
+    assert line, f"no line {title!r} followed by numbers"
+    return [float(v) for v in line.group(1).split()]
+
+
+def check_named_axes_tutorial(nb) -> None:
+    starts_on_eight_devices(nb)
+    out = stdout(nb)
+    positional, named = map(float, re.search(r"positional loss ([\d.]+), named loss ([\d.]+)", out).groups())
+    assert named == pytest.approx(positional, rel=1e-5)
+    # nx.xmap's loss, then each strategy's (axis_resources, axis_rules, nx.shard_map): all the positional one
+    named_losses = [float(v) for v in re.findall(r"loss (\d+\.\d+)$", out, re.M)]
+    assert len(named_losses) == 1 + 3 + 4 + 2
+    assert named_losses == pytest.approx([positional] * len(named_losses), rel=1e-5)
+    pictures = sharding_pictures(nb)
+    assert any("left[0:4]" in h and "right[6:8]" in h for h in pictures)      # the distributed matmul
+    assert any("a[4:8]" in h and "b[8:12]" in h for h in pictures)           # {'a': 8, 'b': 12} on a 2x3 mesh
+    assert any("batch[12:16]" in h and "hidden[16:32]" in h for h in pictures)   # data x model
+    assert any("hidden[28:32]" in h and "batch" in h for h in pictures)       # model parallel over 8 devices
+
+
+def check_model_parallelism(nb) -> None:
+    starts_on_eight_devices(nb)
+    out = stdout(nb)
+    titles = ("replicated", "data parallel", "model parallel", "data x model")
+    curves = {t: numbers_after(out, t) for t in titles}
+    first = curves["replicated"]
+    assert len(first) == 5 and first[-1] < first[0] - 0.5     # it trains
+    for title, curve in curves.items():
+        assert curve == pytest.approx(first, rel=1e-5), title
+    one_device = float(re.search(r"loss on one device, before training: ([\d.]+)", out).group(1))
+    assert first[0] == pytest.approx(one_device, rel=1e-5)
+    assert "losses equal across strategies: True" in out
+    pictures = sharding_pictures(nb)
+    assert any("heads[7:8]" in h and "embed" in h and "head_dim" in h for h in pictures)   # model parallel
+    assert any("mlp[32:64]" in h and "0,2,4,6" in h for h in pictures)                     # data x model
+    assert any("batch[14:16]" in h and "seq" in h for h in pictures)                        # data parallel
+    held = {t: int(re.search(rf"^{t}\s+(\d+) bytes of parameters", out, re.M).group(1)) for t in titles}
+    assert held["data parallel"] == held["replicated"] > held["data x model"] > held["model parallel"]
+
+
+CHECKS = {"named_axes_tutorial.ipynb": check_named_axes_tutorial,
+          "model_parallelism.ipynb": check_model_parallelism}
+
+
 def test_there_is_a_notebook():
-    assert any(p.name == "tour.ipynb" for p in NOTEBOOKS)
+    assert {"tour.ipynb", *CHECKS} <= {p.name for p in NOTEBOOKS}
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.name for p in NOTEBOOKS])
@@ -48,3 +113,6 @@ def test_notebook_runs_without_errors(path, tmp_path):
     assert all(c.get("execution_count") for c in nb.cells if c.cell_type == "code")
     saved = nbformat.read(path, as_version=4)
     assert any(c.get("outputs") for c in saved.cells if c.cell_type == "code")
+    if path.name in CHECKS:  # what it prints now, and what readers see without running it
+        CHECKS[path.name](nb)
+        CHECKS[path.name](saved)

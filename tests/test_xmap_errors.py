@@ -290,6 +290,16 @@ def test_undefined_axis_resource():
             f(np.ones(4))
 
 
+def test_missing_resources_are_listed_sorted():
+    # one order whatever the hash seed, so the message reads the same on every run
+    names = "fedcba"
+    f = xm(lambda *xs: xs, [[n, ...] for n in names], [[n, ...] for n in names],
+           axis_resources={n: f"r{i}" for i, n in enumerate(names)} | {"a": "r0"})
+    with pytest.raises(errors.MissingResourceError,
+                       match=re.escape("missing resources are: {'r0', 'r1', 'r2', 'r3', 'r4'} (in scope")):
+        f(*[np.ones(2)] * len(names))
+
+
 def test_axes_not_divisible_by_resources():
     with jax.set_mesh(mesh((2, 2), ("x", "y"))):
         with pytest.raises(
