@@ -8,15 +8,19 @@ whole axis. Names the mapping does not split stay whole in every block. Results 
 their names.
 
 The body reads as it would under ``nx.xmap`` and gives the same values: an operation over a split name
-combines the blocks itself. ``nx.sum``/``nx.mean``/``nx.max``/``nx.min``/``nx.any``/``nx.all`` and the
-collectives ``nx.psum``/``pmean``/``pmax``/``pmin`` over a split name reduce each block, then combine the
-blocks with the mesh collective (``lax.psum`` over the name's mesh axes); contractions over it (``nx.dot``,
-``nx.einsum``, ``nx.pdot``) add up each device's partial sum; ``nx.all_gather`` gathers the blocks. Where a
-block is what the program is about, the collectives move blocks: ``nx.ppermute(x, "x", shift=1)`` sends each
-device's block to the next device along the name's mesh axes (periodic; explicit ``(source, destination)``
-pairs of block indices zero-fill the blocks they do not reach, as JAX does) -- the halo exchange of a
-stencil. An operation that needs the whole of a split axis otherwise (sorting or indexing along it, a
-softmax over it) is a :class:`~namedarray.errors.SplitAxisError` saying so.
+combines the blocks itself. ``nx.sum``/``nx.mean``/``nx.max``/``nx.min``/``nx.any``/``nx.all``/``nx.var``/
+``nx.std`` and the collectives ``nx.psum``/``pmean``/``pmax``/``pmin`` over a split name reduce each block,
+then combine the blocks with the mesh collective (``lax.psum`` over the name's mesh axes); so do
+``nx.nn.softmax``, ``log_softmax``, ``logsumexp``, ``layer_norm``, ``rms_norm`` and ``standardize``;
+contractions over it (``nx.dot``, ``nx.einsum``, ``nx.pdot``) add up each device's partial sum;
+``nx.all_gather`` gathers the blocks; ``nx.nn.one_hot`` fills each device's block of classes. Where a block is
+what the program is about, the collectives move blocks: ``nx.ppermute(x, "x", shift=1)`` sends each device's
+block to the next device along the name's mesh axes (periodic; explicit ``(source, destination)`` pairs of
+block indices zero-fill the blocks they do not reach, as JAX does) -- the halo exchange of a stencil; slicing
+and concatenating along a split name act on each block. An operation that needs the whole of a split axis
+otherwise (sorting, a cumulative sum or indexing one element along it) is a
+:class:`~namedarray.errors.SplitAxisError` saying so. The body is traced twice (once to learn the names of
+its results), so a ``print`` in it shows twice.
 
 Only the mesh axes the split names use are manual; the others stay automatic (partial manual mode), so a
 body may still lay its values out over them with ``.shard()``.

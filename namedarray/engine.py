@@ -300,7 +300,10 @@ def _reduce_impl(static, x, *extra):
         if len(data_axes) != 1:
             raise AxisSpecError(f"{where} reduces over exactly one axis, got axis={axis!r}")
         data_axes = data_axes[0]
-    out = fn(x.data, *extra, axis=data_axes, **kw)
+    if split and fn in _MOMENTS:
+        out = _block_moment(fn, x.data, data_axes, kw, split)
+    else:
+        out = fn(x.data, *extra, axis=data_axes, **kw)
     if keepdims:
         # keepdims keeps positional axes only (size 1); the reduced named axes leave the named shape.
         # Done here by a reshape: jnp's own keepdims is wrong for some functions on 0-d input (median).
@@ -308,7 +311,7 @@ def _reduce_impl(static, x, *extra):
         kept += tuple(x.data.shape[p + x.names.index(n)] for n in out_names)
         lead = out.ndim - (len(kept) - len(ints))  # e.g. quantile's leading q axes
         out = out.reshape(out.shape[:lead] + kept)
-    if split:
+    if split and fn not in _MOMENTS:  # (the moments combined their blocks already)
         out = _combine_blocks(out, fn, split)
     return _make(out, out_names)
 
@@ -321,13 +324,50 @@ BLOCK_COMBINE: dict[Callable, str] = {
 }
 
 
+# variance and standard deviation over a split name: two means, each combined over the blocks
+_MOMENTS = (jnp.var, jnp.std)
+
+
 def _split_names(names: tuple[str, ...], fn: Callable, where: str, extra: tuple) -> tuple[str, ...]:
     env = _env.current()
     split = tuple(n for n in names if env.split.get(n))
-    if split and (fn not in BLOCK_COMBINE or (extra and BLOCK_COMBINE[fn] == "mean")):
-        # a mean with a where= mask has unequal counts per block; the others need the whole axis
+    combined = fn in BLOCK_COMBINE or fn in _MOMENTS
+    if split and (not combined or (extra and BLOCK_COMBINE.get(fn, "mean") == "mean")):
+        # a mean or moment with a where= mask has unequal counts per block; the others need the whole axis
         env.require_whole(split, where)
     return split
+
+
+def split_mesh_axes(names: Sequence[str]) -> tuple[str, ...]:
+    """The mesh axes holding the blocks of the ``names`` that ``nx.shard_map`` splits here (usually none)."""
+    split = _env.current().split
+    return tuple(a for n in names for a in split.get(n, ())) if split else ()
+
+
+def block_mean(d: Any, axes: tuple[int, ...], mesh_axes: tuple[str, ...]) -> Any:
+    """``jnp.mean(d, axes, keepdims=True)``, over the whole axes when their blocks are spread over
+    ``mesh_axes`` (every block has the same size, so it is the mean of the blocks' means)."""
+    m = jnp.mean(d, axis=axes, keepdims=True)
+    return jax.lax.pmean(m, mesh_axes) if mesh_axes else m
+
+
+def _block_moment(fn: Callable, d: Any, axes: tuple[int, ...], kw: dict, split: tuple[str, ...]) -> Any:
+    """``jnp.var``/``jnp.std`` over axes some of which are split into blocks: the mean, then the mean squared
+    deviation from it, each combined over the blocks."""
+    unknown = sorted(set(kw) - {"ddof", "dtype"})
+    if unknown:
+        raise AxisSpecError(f"nx.{fn.__name__}: over a name split into blocks, only ddof= and dtype= are "
+                            f"supported, got {unknown}")
+    mesh_axes = split_mesh_axes(split)
+    dtype = kw.get("dtype") or jnp.promote_types(d.dtype, jnp.float32)
+    xf = d.astype(dtype)
+    mean = block_mean(xf, axes, mesh_axes)
+    var = jnp.squeeze(block_mean(jnp.abs(xf - mean) ** 2, axes, mesh_axes), axes)
+    ddof = kw.get("ddof", 0)
+    if ddof:
+        n = math.prod(d.shape[a] for a in axes) * math.prod(_env.current().blocks(name) for name in split)
+        var = var * (n / (n - ddof))
+    return jnp.sqrt(var) if fn is jnp.std else var
 
 
 def _combine_blocks(out: Any, fn: Callable, split: tuple[str, ...]) -> Any:

@@ -302,8 +302,15 @@ def _standardize_impl(static, x, mean, variance, epsilon, mask):
     axis, algorithm, where = static
     (d, mu, var, eps, m), names, _ = _full((x, mean, variance, epsilon, mask), where,
                                           ("x", "mean", "variance", "epsilon", "where"))
-    axes, _, _ = _storage_axes(axis, _make(d, names), where)  # missing names: x is constant there, no-op
-    out = jax.nn.standardize(d, axis=axes, mean=mu, variance=var, epsilon=eps, where=m, algorithm=algorithm)
+    plain = mu is None and var is None and m is None
+    # missing names: x is constant there, no-op
+    axes, _, mesh_axes = _storage_axes(axis, _make(d, names), where, blocks=plain)
+    if mesh_axes:  # inside nx.shard_map, over a split name: the means combine the blocks
+        centred = d - engine.block_mean(d, axes, mesh_axes)
+        out = centred * jax.lax.rsqrt(engine.block_mean(jnp.square(centred), axes, mesh_axes) + eps)
+    else:
+        out = jax.nn.standardize(d, axis=axes, mean=mu, variance=var, epsilon=eps, where=m,
+                                 algorithm=algorithm)
     return _make(out, names)
 
 
@@ -407,7 +414,8 @@ def one_hot(x: Any, num_classes: int, *, dtype: Any = None, axis: int | str = -1
 def _norm_impl(static, x, scale, bias):
     rms, axis, eps, where = static
     x = wrap(x)
-    ints, names = engine.normalize_axis(axis, x, where)
+    ints, names = engine.normalize_axis(axis, x, where, blocks=True)
+    mesh_axes = engine.split_mesh_axes(names)  # inside nx.shard_map: the means combine the blocks
     for what, v in (("scale", scale), ("bias", bias)):
         extra = [n for n in (v.names if type(v) is NamedArray else ()) if n not in x.names]
         if extra:
@@ -421,10 +429,10 @@ def _norm_impl(static, x, scale, bias):
     compute = jnp.promote_types(d.dtype, jnp.float32) if floating else jnp.float32
     xf = d.astype(compute)
     if rms:
-        y = xf * jax.lax.rsqrt(jnp.mean(jnp.square(xf), axis=axes, keepdims=True) + eps)
+        y = xf * jax.lax.rsqrt(engine.block_mean(jnp.square(xf), axes, mesh_axes) + eps)
     else:
-        centred = xf - jnp.mean(xf, axis=axes, keepdims=True)
-        y = centred * jax.lax.rsqrt(jnp.mean(jnp.square(centred), axis=axes, keepdims=True) + eps)
+        centred = xf - engine.block_mean(xf, axes, mesh_axes)
+        y = centred * jax.lax.rsqrt(engine.block_mean(jnp.square(centred), axes, mesh_axes) + eps)
     out = _make(y.astype(d.dtype if floating else compute), x.names)
     if scale is not None:
         out = engine.elementwise(jnp.multiply, (out, scale), where)
