@@ -47,8 +47,11 @@ class AxisSizeError(NamedAxisError):
     """One axis name used with two different sizes."""
 
 
-class UnboundAxisError(NamedAxisError):
-    """An axis name that the value does not carry and no enclosing ``nx.xmap`` binds."""
+class UnboundAxisError(NamedAxisError, NameError):
+    """An axis name that the value does not carry and no enclosing ``nx.xmap`` binds.
+
+    Also a ``NameError``, the class xmap (and JAX's collectives) raise for an unbound axis name.
+    """
 
 
 class AxisSpecError(NamedAxisError):

@@ -38,6 +38,7 @@ import collections
 import contextlib
 import functools
 import math
+import re
 import threading
 import weakref
 from collections.abc import Callable, Mapping, Sequence
@@ -61,6 +62,7 @@ from .errors import (
     NamedAxisError,
     RankError,
     ResourceConflictError,
+    UnboundAxisError,
     UnplacedAxisError,
     fmt_names,
 )
@@ -702,7 +704,7 @@ def _trace(cfg: _Config, plan: _res.Plan, *args):
             if looped:
                 out = _run_looped(ctx, arg_tree, wrapped, looped)
             else:
-                out = cfg.fun(*jax.tree.unflatten(arg_tree, wrapped))
+                out = _call(cfg, jax.tree.unflatten(arg_tree, wrapped))
             out = _fit_out_tree(cfg.out_axes, out)
             out_matched, out_tree = _match(cfg.out_tree, cfg.out_leaves, out, "out_axes", cfg.out_axes)
             results = [_exit(ctx, v, leaf, _label(path, "output")) for leaf, path, v in out_matched]
@@ -712,6 +714,27 @@ def _trace(cfg: _Config, plan: _res.Plan, *args):
     else:
         results = [r for r, _ in results]
     return jax.tree.unflatten(out_tree, results)
+
+
+def _call(cfg: _Config, args: tuple) -> Any:
+    """``fun(*args)``; a jax.lax collective over a name this nx.xmap binds says to use nx's.
+
+    The names of nx.xmap are nx's, not JAX's axis names, so ``jax.lax.psum(x, "i")`` in the body fails with
+    JAX's "unbound axis name" NameError; xmap-era code meets it first, so it is told what to write instead.
+    """
+    try:
+        return cfg.fun(*args)
+    except NameError as e:
+        if isinstance(e, NamedAxisError):
+            raise
+        m = re.search(r"unbound axis name: ([^\s.]+)", str(e))
+        if m is None or m.group(1) not in _env.current().sizes:
+            raise
+        name = m.group(1)
+        raise UnboundAxisError(
+            f"{_WHERE}: {cfg.name} calls a jax.lax collective over {name!r} ({str(e).splitlines()[0]}). The "
+            f"names of nx.xmap are nx's: use nx.psum(x, {name!r}), nx.pmean, nx.axis_index({name!r}), "
+            f"nx.nn.one_hot(..., axis={name!r}) and the other nx functions, which take them") from None
 
 
 def _as_array(v):
@@ -834,14 +857,14 @@ def _run_looped(ctx: _Ctx, arg_tree, wrapped: list[NamedArray], looped: Mapping[
             where.append(k)
     if not stacked:
         # No argument varies along the looped names: nothing to split; outputs get them by broadcasting.
-        return ctx.cfg.fun(*jax.tree.unflatten(arg_tree, wrapped))
+        return _call(ctx.cfg, jax.tree.unflatten(arg_tree, wrapped))
     out_tree_box: list[Any] = []
 
     def body(chunks):
         leaves = list(wrapped)
         for k, c in zip(where, chunks):
             leaves[k] = ctx.constrain(c)
-        out = ctx.cfg.fun(*jax.tree.unflatten(arg_tree, leaves))
+        out = _call(ctx.cfg, jax.tree.unflatten(arg_tree, leaves))
         out = _fit_out_tree(ctx.cfg.out_axes, out)
         flat, tree = jax.tree.flatten(out, is_leaf=is_named)
         out_tree_box.append(tree)
