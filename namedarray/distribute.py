@@ -308,6 +308,21 @@ class Jitted:
                 args, kwargs = self._placed(args, kwargs, abstract=False)
             return self._jitted(*args, **kwargs)
 
+    def eval_shape(self, *args: Any, **kwargs: Any) -> Any:
+        """The abstract result, each NamedArray over a ``jax.ShapeDtypeStruct`` that carries the layout a call
+        gives it: the target to restore a checkpoint of what this function makes into, under the rules and
+        mesh in force.
+
+        >>> import jax, jax.numpy as jnp, namedarray as nx
+        >>> init = nx.jit(lambda key: nx.random.normal(key, named_shape={"embed": 4}))
+        >>> init.eval_shape(jax.random.key(0)).named_shape
+        {'embed': 4}
+        """
+        with self._rules or _NULL, _env.synced():
+            out = jax.eval_shape(self._jitted, *args, **kwargs)
+            mesh = _mesh(None)
+            return out if mesh is None else _lay_out(out, active_mapping(), mesh, "output")
+
     def lower(self, *args: Any, **kwargs: Any) -> jax.stages.Lowered:
         """Lower for these arguments (arrays, NamedArrays, or their ``jax.ShapeDtypeStruct`` versions), laid
         out by name: ``.compile().memory_analysis()`` gives per-device sizes.

@@ -599,3 +599,16 @@ def test_shard_of_an_already_placed_value_moves_nothing():
     x = example().shard(RULES, mesh=mesh)
     again = x.shard(RULES, mesh=mesh)
     assert again.data is x.data
+
+
+def test_nx_jit_eval_shape_carries_the_layouts_a_call_gives():
+    mesh = auto_mesh((4, 2), ("data", "model"))
+    rules = {"inputs": "data", "hidden": "model"}
+    init = nx.jit(mlp_init)
+    with jax.set_mesh(mesh), nx.axis_rules(rules):
+        abstract = init.eval_shape(jax.random.key(0))
+        params = init(jax.random.key(0))
+    for k in ("w1", "w2"):
+        assert isinstance(abstract[k].data, jax.ShapeDtypeStruct)
+        assert abstract[k].named_shape == params[k].named_shape
+        assert abstract[k].data.sharding.is_equivalent_to(params[k].sharding, 2)
