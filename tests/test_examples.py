@@ -45,3 +45,18 @@ def test_train_mlp_three_strategies_give_one_loss_curve():
     diff = float(re.search(r"largest difference between the three loss curves over \d+ steps: (\S+)", out)[1])
     assert diff < 1e-4
     assert "the three runs give the same loss curve: True" in out
+
+
+def test_transformer_loss_falls_with_heads_split_and_it_decodes():
+    out = run_example("transformer.py", "--fast")
+    assert "rules {'batch': 'data', 'heads': 'model', 'qkv': 'model', 'mlp': 'model'}" in out
+    assert "split qkv over model" in out and "qkv[144:192]  3,7" in out  # one head's q, k, v per device
+    table = out[out.index("  step      loss"):out.index("trained in")]
+    losses = [float(ln.split()[1]) for ln in table.splitlines()[1:] if ln.strip()]
+    assert len(losses) == 10 and losses[-1] < 0.9 * losses[0], losses
+    assert re.search(r"exact match on 64 held-out strings: [\d.]+% \(digits right: [\d.]+%\)", out)
+    decoded = re.findall(r"^  (\d{8})=(\d{8})   (right|wrong, expected (\d{8}))$", out, re.M)
+    assert len(decoded) == 5
+    for prompt, answer, verdict, expected in decoded:  # the verdicts are about the reversed prompt
+        assert (verdict == "right") == (answer == prompt[::-1])
+        assert expected in ("", prompt[::-1])
