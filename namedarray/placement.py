@@ -33,7 +33,8 @@ from .errors import (
 )
 
 __all__ = ["current_mesh", "mesh_sizes", "mesh_axes", "normalize", "entry", "storage_spec", "conflict",
-           "check", "constrain", "place", "is_placed", "contraction_sharding"]
+           "check", "constrain", "place", "is_placed", "contraction_sharding", "gather_sharding",
+           "with_layout"]
 
 _Tracer = jax.core.Tracer
 
@@ -316,6 +317,40 @@ def _explicit_dims(x: Any) -> tuple[Any, tuple[tuple[str, ...], ...]] | None:
     return mesh, tuple(() if e is None else (e,) if isinstance(e, str) else tuple(e) for e in spec)
 
 
+def _explicit_layout(operands: Any, labels: Any) -> tuple[Any, dict[Any, tuple[str, ...]], set]:
+    """(mesh, label -> the mesh axes its dim is split over, the labels split in some operand) from the
+    operands whose type carries an Explicit sharding; the mesh is None when no operand's does."""
+    dims: dict[Any, tuple[str, ...]] = {}
+    split: set = set()
+    mesh = None
+    for x, labs in zip(operands, labels):
+        got = _explicit_dims(x)
+        if got is None:
+            continue
+        mesh, axes = got
+        for lab, a in zip(labs, axes):
+            dims.setdefault(lab, a)
+            if a:
+                split.add(lab)
+    return mesh, dims, split
+
+
+def _by_name(mesh: Any, dims: Mapping[Any, tuple[str, ...]], out_labels: Any, out_names: Mapping[Any, str],
+             mapping: Mapping[str, tuple[str, ...]]) -> NamedSharding:
+    """Each output name laid out by ``mapping``, any other output dim as it is in the operand it comes from
+    (Explicit mesh axes only, each used once)."""
+    explicit = {a for a, t in zip(mesh.axis_names, mesh.axis_types) if t == AxisType.Explicit}
+    used: set[str] = set()
+    out = []
+    for lab in out_labels:
+        name = out_names.get(lab)
+        axes = mapping[name] if name is not None and name in mapping else dims.get(lab, ())
+        axes = tuple(a for a in axes if a in explicit and a not in used)
+        used.update(axes)
+        out.append(entry(axes))
+    return NamedSharding(mesh, PartitionSpec(*out))
+
+
 def contraction_sharding(operands: Any, labels: Any, out_labels: Any, out_names: Mapping[Any, str],
                          mapping: Mapping[str, tuple[str, ...]]) -> NamedSharding | None:
     """The output sharding of a contraction on Explicit mesh axes, where JAX would find it ambiguous.
@@ -328,27 +363,28 @@ def contraction_sharding(operands: Any, labels: Any, out_labels: Any, out_names:
     the output's, and ``out_names`` gives the axis name of the output labels that are named. None when no
     operand is on Explicit axes or no contracted dim is split: JAX's own inference is then unambiguous.
     """
-    dims: dict[Any, tuple[str, ...]] = {}
-    mesh = None
-    contracted_split = False
-    out_set = set(out_labels)
-    for x, labs in zip(operands, labels):
-        got = _explicit_dims(x)
-        if got is None:
-            continue
-        mesh, axes = got
-        for lab, a in zip(labs, axes):
-            dims.setdefault(lab, a)
-            contracted_split = contracted_split or (bool(a) and lab not in out_set)
-    if mesh is None or not contracted_split:
+    mesh, dims, split = _explicit_layout(operands, labels)
+    if mesh is None or not split - set(out_labels):
         return None
-    explicit = {a for a, t in zip(mesh.axis_names, mesh.axis_types) if t == AxisType.Explicit}
-    used: set[str] = set()
-    out = []
-    for lab in out_labels:
-        name = out_names.get(lab)
-        axes = mapping[name] if name is not None and name in mapping else dims.get(lab, ())
-        axes = tuple(a for a in axes if a in explicit and a not in used)
-        used.update(axes)
-        out.append(entry(axes))
-    return NamedSharding(mesh, PartitionSpec(*out))
+    return _by_name(mesh, dims, out_labels, out_names, mapping)
+
+
+def gather_sharding(operands: Any, labels: Any, out_labels: Any, out_names: Mapping[Any, str],
+                    mapping: Mapping[str, tuple[str, ...]]) -> NamedSharding | None:
+    """The output sharding of a gather (a lookup by name) on Explicit mesh axes, where any split dim makes
+    JAX ask for one: laid out by name as :func:`contraction_sharding` lays out a contraction. None when no
+    operand is on Explicit axes or nothing is split."""
+    mesh, dims, split = _explicit_layout(operands, labels)
+    if mesh is None or not split:
+        return None
+    return _by_name(mesh, dims, out_labels, out_names, mapping)
+
+
+def with_layout(f: Callable, sharding: NamedSharding | None) -> Callable:
+    """``f`` computed with the Explicit mesh axes of ``sharding`` made automatic, its result laid out as
+    ``sharding`` says (``jax.sharding.auto_axes``); ``f`` itself when ``sharding`` is None."""
+    if sharding is None:
+        return f
+    mesh = sharding.mesh
+    explicit = tuple(a for a, t in zip(mesh.axis_names, mesh.axis_types) if t == AxisType.Explicit)
+    return jax.sharding.auto_axes(f, out_sharding=sharding, axes=explicit)

@@ -19,7 +19,7 @@ from typing import Any
 import jax.numpy as jnp
 from jax import lax
 
-from . import engine
+from . import engine, placement
 from . import env as _env
 from .array import NamedArray, _make, as_storage
 from .errors import AxisSizeError, AxisSpecError, DuplicateAxisError, fmt_names, no_axis
@@ -128,8 +128,16 @@ def _lookup_by_name(a: NamedArray, name: str, indices: NamedArray, mode: Any, fi
     dnums = lax.GatherDimensionNumbers(offset_dims=tuple(range(p)) + tuple(range(p + k, a.data.ndim - 1 + k)),
                                        collapsed_slice_dims=(ax,), start_index_map=(ax,))
     sizes = tuple(1 if i == ax else a.data.shape[i] for i in range(a.data.ndim))
-    out = lax.gather(a.data, idx[..., None], dnums, sizes, mode=gmode, fill_value=fill_value)
-    return _make(out, indices.names + tuple(m for m in a.names if m != name))
+    names = indices.names + tuple(m for m in a.names if m != name)
+    # on Explicit mesh axes JAX asks for the layout of a gather from split values: by name it is known
+    a_labels = [("p", i) for i in range(p)] + [("n", m) for m in a.names]
+    out_labels = [("p", i) for i in range(p)] + [("n", m) for m in names]
+    idx_labels = [("n", m) for m in indices.names]
+    out_sharding = placement.gather_sharding((a.data, idx), (a_labels, idx_labels), out_labels,
+                                             {("n", m): m for m in names}, _env.current().mapping())
+    gather = placement.with_layout(lambda d, i: lax.gather(d, i[..., None], dnums, sizes, mode=gmode,
+                                                           fill_value=fill_value), out_sharding)
+    return _make(gather(a.data, idx), names)
 
 
 def _take_impl(static, a, indices):

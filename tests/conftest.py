@@ -49,6 +49,15 @@ def fresh_canonical_orders():
         array._canonical_perm.cache_clear()
 
 
+@pytest.fixture(autouse=True)
+def _fresh_canonical_orders_per_test():
+    """Every test starts as a fresh process would, whatever ran before it in the same worker: which tests
+    share a pytest-xdist worker changes from run to run, and the first flatten of a name set fixes its
+    storage order for the rest of the process."""
+    with fresh_canonical_orders():
+        yield
+
+
 def storage_order(draw, p, names):
     """A random storage order for p positional axes and ``names``, as ``nx.wrap`` takes it.
 

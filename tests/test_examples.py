@@ -1,6 +1,7 @@
 """The examples run in their fast modes and print what they claim."""
 
 import os
+import re
 import subprocess
 import sys
 
@@ -24,3 +25,38 @@ def test_multihost_two_processes_train_as_one():
     assert len(rows) == 3 and all(abs(float(a) - float(b)) < 1e-5 for _, a, b in rows)
     assert float(rows[-1][1]) < float(rows[0][1])  # it learns
     assert "the two processes agree with one process: True" in out
+
+
+def test_train_mlp_three_strategies_give_one_loss_curve():
+    out = run_example("train_mlp.py", "--fast")
+    runs = ["single device", "data parallel", "model parallel"]
+    # the loss curves, side by side: one column per run, equal in every row, and falling
+    header = out.index("loss curves")
+    rows = [ln.split() for ln in out[header:].splitlines()[2:] if ln.strip()[:1].isdigit()]
+    rows = rows[:next((i for i, r in enumerate(rows) if len(r) != 4), len(rows))]
+    assert len(rows) >= 5
+    assert all(abs(float(r[k]) - float(r[1])) < 1e-4 for r in rows for k in (2, 3))
+    assert float(rows[-1][1]) < 0.5 * float(rows[0][1])
+    # every run is well above chance (10 classes) on the held-out images, and its parameters are laid out
+    table = re.finditer(r"^(single device|data parallel|model parallel) +\{.*\} +([\d.]+)%", out, re.M)
+    accuracy = {m.group(1): float(m.group(2)) for m in table}
+    assert list(accuracy) == runs and all(a > 50 for a in accuracy.values()), accuracy
+    assert "split hidden over model" in out and "hidden[112:128]  7" in out
+    diff = float(re.search(r"largest difference between the three loss curves over \d+ steps: (\S+)", out)[1])
+    assert diff < 1e-4
+    assert "the three runs give the same loss curve: True" in out
+
+
+def test_transformer_loss_falls_with_heads_split_and_it_decodes():
+    out = run_example("transformer.py", "--fast")
+    assert "rules {'batch': 'data', 'heads': 'model', 'qkv': 'model', 'mlp': 'model'}" in out
+    assert "split qkv over model" in out and "qkv[144:192]  3,7" in out  # one head's q, k, v per device
+    table = out[out.index("  step      loss"):out.index("trained in")]
+    losses = [float(ln.split()[1]) for ln in table.splitlines()[1:] if ln.strip()]
+    assert len(losses) == 10 and losses[-1] < 0.9 * losses[0], losses
+    assert re.search(r"exact match on 64 held-out strings: [\d.]+% \(digits right: [\d.]+%\)", out)
+    decoded = re.findall(r"^  (\d{8})=(\d{8})   (right|wrong, expected (\d{8}))$", out, re.M)
+    assert len(decoded) == 5
+    for prompt, answer, verdict, expected in decoded:  # the verdicts are about the reversed prompt
+        assert (verdict == "right") == (answer == prompt[::-1])
+        assert expected in ("", prompt[::-1])

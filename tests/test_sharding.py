@@ -182,6 +182,24 @@ def test_contractions_over_a_split_name_on_explicit_axes(rules):
             np.testing.assert_allclose(np.asarray(eager.unwrap(["batch", "out"])), ref, rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.parametrize("rules", [
+    {"batch": "data"},                                       # the indices split, the table whole
+    {"batch": "data", "embed": "model"},                     # and the name the table keeps split
+    {"batch": "data", "vocab": "model"},                     # the looked-up name split: gathered
+])
+def test_lookup_by_name_with_split_indices_on_explicit_axes(rules):
+    rng = np.random.default_rng(0)
+    table = nx.wrap(jnp.asarray(rng.normal(size=(12, 4)), jnp.float32), ["vocab", "embed"])
+    tokens = nx.wrap(jnp.asarray(rng.integers(0, 12, size=(8, 5)), jnp.int32), ["batch", "seq"])
+    ref = table.unwrap(["vocab", "embed"])[tokens.unwrap(["batch", "seq"])]
+    with jax.set_mesh(explicit_mesh((4, 2), ("data", "model"))), nx.axis_rules(rules):
+        jitted = jax.jit(lambda t, i: nx.take(t.shard(), i.shard(), axis="vocab"))(table, tokens)
+        eager = nx.take(table.shard(), tokens.shard(), axis="vocab")
+    for got in (jitted, eager):
+        np.testing.assert_allclose(np.asarray(got.unwrap(["batch", "seq", "embed"])), ref)
+        assert same_spec(got.sharding.spec, expected_spec(got, rules))  # laid out by its names
+
+
 # ------------------------------------------------------------------------------------------------------
 # nx.axis_rules
 
