@@ -34,7 +34,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from . import env as _env
-from . import kernels
+from . import kernels, placement
 from .array import _ONE, NamedArray, _make, from_storage, is_named, pack, unpack
 from .errors import (
     AxisSizeError,
@@ -518,7 +518,10 @@ def _lift_impl(static, *dyn):
         args, kwargs = jax.tree.unflatten(treedef, leaves)
         return f(*args, **kwargs)
 
-    out = vectorize(body, flags, names)(*[v.data if type(v) is NamedArray else v for v in dyn])
+    datas = [v.data if type(v) is NamedArray else v for v in dyn]
+    if any(isinstance(d, _Tracer) for d in datas):  # Explicit layouts live in traced types
+        datas = placement.align_explicit_layouts(datas, flags)
+    out = vectorize(body, flags, names)(*datas)
     return jax.tree.map(lambda o: _out_leaf(o, names), out, is_leaf=is_named)
 
 

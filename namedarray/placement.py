@@ -34,7 +34,7 @@ from .errors import (
 
 __all__ = ["current_mesh", "mesh_sizes", "mesh_axes", "normalize", "entry", "storage_spec", "conflict",
            "check", "constrain", "place", "is_placed", "contraction_sharding", "gather_sharding",
-           "with_layout"]
+           "with_layout", "align_explicit_layouts"]
 
 _Tracer = jax.core.Tracer
 
@@ -388,3 +388,35 @@ def with_layout(f: Callable, sharding: NamedSharding | None) -> Callable:
     mesh = sharding.mesh
     explicit = tuple(a for a, t in zip(mesh.axis_names, mesh.axis_types) if t == AxisType.Explicit)
     return jax.sharding.auto_axes(f, out_sharding=sharding, axes=explicit)
+
+
+def align_explicit_layouts(datas: list, names: list) -> list:
+    """Storages (``datas``, whose trailing dims are ``names``; None for a plain operand) laid out so that
+    each name is split alike in all of them, where they carry Explicit shardings in their types.
+
+    A vectorised map over a name (``nx.nmap``, the joins built on it) needs every operand's dim of that name
+    split the same way, and on Explicit axes the split is part of each operand's type: an operand made on
+    the spot (``nx.zeros``) is whole where another is split. The first operand that splits a name gives its
+    layout to the others.
+    """
+    found = [(_explicit_dims(d) if n is not None else None) for d, n in zip(datas, names)]
+    if not any(found):
+        return datas
+    mesh = next(f for f in found if f)[0]
+    chosen: dict[str, tuple[str, ...]] = {}
+    for f, d, n in zip(found, datas, names):
+        if f and n:
+            p = d.ndim - len(n)
+            for k, name in enumerate(n):
+                if f[1][p + k]:
+                    chosen.setdefault(name, f[1][p + k])
+    out = []
+    for f, d, n in zip(found, datas, names):
+        if n is not None and chosen:
+            p = d.ndim - len(n)
+            have = f[1] if f else ((),) * d.ndim
+            want = have[:p] + tuple(chosen.get(name, have[p + k]) for k, name in enumerate(n))
+            if want != have:
+                d = jax.sharding.reshard(d, NamedSharding(mesh, PartitionSpec(*[entry(a) for a in want])))
+        out.append(d)
+    return out

@@ -630,3 +630,19 @@ def test_nx_jit_eval_shape_carries_the_layouts_a_call_gives():
         assert isinstance(abstract[k].data, jax.ShapeDtypeStruct)
         assert abstract[k].named_shape == params[k].named_shape
         assert abstract[k].data.sharding.is_equivalent_to(params[k].sharding, 2)
+
+
+def test_joins_and_lifted_functions_on_explicit_axes_with_operands_split_differently():
+    # an operand made on the spot is whole where another is split: vmapping over the name needs one layout
+    a = nx.wrap(jnp.arange(64 * 9.0).reshape(64, 9), ["batch", "seq"])
+    with jax.set_mesh(explicit_mesh((2, 4), ("data", "model"))), nx.axis_rules({"batch": "data"}):
+        pad = {"batch": 64, "seq": 3}
+        joined = jax.jit(lambda v: nx.concatenate([v.shard(), nx.zeros(pad)], axis="seq"))(a)
+        stacked = jax.jit(lambda v: nx.stack([v.shard(), nx.zeros({"batch": 64, "seq": 9})], axis="two"))(a)
+        lifted = jax.jit(lambda v: nx.nmap(lambda u, w: u + w)(v.shard(), nx.ones({"batch": 64})))(a)
+    data = np.asarray(a.unwrap(["batch", "seq"]))
+    np.testing.assert_array_equal(np.asarray(joined.unwrap(["batch", "seq"])),
+                                  np.concatenate([data, np.zeros((64, 3))], 1))
+    assert same_spec(joined.sharding.spec, P("data"))
+    assert stacked.named_shape == {"batch": 64, "seq": 9, "two": 2}
+    np.testing.assert_array_equal(np.asarray(lifted.unwrap(["batch", "seq"])), data + 1)
