@@ -25,32 +25,20 @@ RULES = {"batch": "data", "hidden": "model"}
 
 
 # ---------------------------------------------------------------------------------------------------------
-# The model: logical names only
+# The model: the tutorial network with logical names only (named_mlp.py, which configures nothing, so each
+# process sets its devices and joins the run before anything touches JAX's backend)
 
 
 def init(key):
-    import numpy as np
+    import named_mlp
 
-    import namedarray as nx
-
-    k1, k2 = jax.random.split(key)
-    return {"w1": nx.random.normal(k1, named_shape={"inputs": INPUTS, "hidden": HIDDEN}) / np.sqrt(INPUTS),
-            "w2": nx.random.normal(k2, named_shape={"hidden": HIDDEN, "classes": CLASSES}) / np.sqrt(HIDDEN)}
-
-
-def loss(params, images, labels):
-    import namedarray as nx
-
-    hidden = nx.nn.relu(nx.dot(images.shard(), params["w1"].shard(), axis="inputs")).shard()
-    logits = nx.dot(hidden, params["w2"].shard(), axis="hidden")
-    logits = logits - nx.nn.logsumexp(logits, "classes")
-    targets = nx.nn.one_hot(labels, CLASSES, axis="classes")
-    return -nx.mean(nx.sum(targets * logits, "classes"), "batch").unwrap()
+    return named_mlp.init_params(key, INPUTS, HIDDEN, CLASSES)
 
 
 def sgd_step(params, images, labels):
-    value, grads = jax.value_and_grad(loss)(params, images, labels)
-    return jax.tree.map(lambda p, g: p - 0.5 * g, params, grads), value
+    import named_mlp
+
+    return named_mlp.sgd_step(params, images, labels, lr=0.5)
 
 
 def dataset():
@@ -117,27 +105,34 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def run_processes(commands: list[list[str]], limit_s: float) -> list[str]:
+    """Start one process per command, wait for all within ``limit_s``, and end any left by its PID whatever
+    happens; their outputs, or a RuntimeError with the output of the first that failed."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("XLA_", "JAX_"))}
+    procs = [subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+             for cmd in commands]
+    logs = [""] * len(procs)
+    try:
+        deadline = time.monotonic() + limit_s
+        for i, p in enumerate(procs):
+            logs[i] = p.communicate(timeout=max(1.0, deadline - time.monotonic()))[0]
+    finally:
+        for p in procs:  # by PID, whatever happened
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    for i, p in enumerate(procs):
+        if p.returncode != 0:
+            raise RuntimeError(f"process {i} failed (exit {p.returncode}):\n{logs[i][-3000:]}")
+    return logs
+
+
 def launch(steps: int, limit_s: float = 120) -> list[dict]:
     port = free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("XLA_", "JAX_"))}
     with tempfile.TemporaryDirectory() as tmp:
         outs = [os.path.join(tmp, f"process_{i}.json") for i in range(2)]
-        procs = [subprocess.Popen([sys.executable, os.path.abspath(__file__), "--worker", str(i), str(port),
-                                   str(steps), outs[i]], env=env, stdout=subprocess.PIPE,
-                                  stderr=subprocess.STDOUT, text=True) for i in range(2)]
-        logs = ["", ""]
-        try:
-            deadline = time.monotonic() + limit_s
-            for i, p in enumerate(procs):
-                logs[i] = p.communicate(timeout=max(1.0, deadline - time.monotonic()))[0]
-        finally:
-            for p in procs:  # by PID, whatever happened
-                if p.poll() is None:
-                    p.kill()
-                    p.wait()
-        for i, p in enumerate(procs):
-            if p.returncode != 0:
-                raise RuntimeError(f"process {i} failed (exit {p.returncode}):\n{logs[i][-3000:]}")
+        run_processes([[sys.executable, os.path.abspath(__file__), "--worker", str(i), str(port), str(steps),
+                        outs[i]] for i in range(2)], limit_s)
         results = []
         for path in outs:
             with open(path) as fh:

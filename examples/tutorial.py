@@ -15,8 +15,10 @@ import jax
 jax.config.update("jax_num_cpu_devices", 8)
 
 import jax.numpy as jnp  # noqa: E402
+import named_mlp  # noqa: E402
 import numpy as np  # noqa: E402
 from jax.sharding import Mesh  # noqa: E402
+from named_mlp import hidden_activations, sgd_step  # noqa: E402
 
 import namedarray as nx  # noqa: E402
 from namedarray.typing import f32  # noqa: E402
@@ -141,29 +143,9 @@ def parallel_tour(data) -> dict[str, float]:
 # 4. Sharding by name: .shard() with logical names, the strategy picked by nx.axis_rules
 
 
-def init_params(key, inputs: int, hidden: int, classes: int) -> dict:
-    """The network's parameters, named by what their axes mean."""
-    k1, k2 = jax.random.split(key)
-    return {"w1": nx.random.normal(k1, named_shape={"inputs": inputs, "hidden": hidden}) / np.sqrt(inputs),
-            "w2": nx.random.normal(k2, named_shape={"hidden": hidden, "classes": classes}) / np.sqrt(hidden)}
-
-
-def sharded_loss(params, images, labels):
-    """The tutorial's loss with logical names only: `.shard()` lays a value out by the rules in force."""
-    hidden = nx.nn.relu(nx.dot(images.shard(), params["w1"].shard(), axis="inputs")).shard()
-    logits = nx.dot(hidden, params["w2"].shard(), axis="hidden")
-    logits = logits - nx.nn.logsumexp(logits, "classes")
-    targets = nx.nn.one_hot(labels, logits.named_shape["classes"], axis="classes")
-    return -nx.mean(nx.sum(targets * logits, "classes"), "batch").unwrap()
-
-
-def sgd_step(params, images, labels, lr=0.1):
-    loss, grads = jax.value_and_grad(sharded_loss)(params, images, labels)
-    return jax.tree.map(lambda p, g: p - lr * g, params, grads), loss
-
-
-def hidden_activations(params, images):
-    return nx.nn.relu(nx.dot(images.shard(), params["w1"].shard(), axis="inputs")).shard()
+# The network with logical names only lives in named_mlp.py (shared with the other examples): init_params,
+# loss (called sharded_loss here), sgd_step and hidden_activations.
+sharded_loss = named_mlp.loss
 
 
 def rule_strategies(n_devices: int = 8):

@@ -1,10 +1,16 @@
 """The programs of the 2-process test, shared by the worker processes and the single-process reference."""
 
-import jax
+import os
+import sys
+
 import jax.numpy as jnp
 import numpy as np
 
 import namedarray as nx
+
+# the tutorial network with logical names only (it configures nothing, so workers may import it early)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples"))
+import named_mlp  # noqa: E402
 
 BATCH, INPUTS, HIDDEN, CLASSES = 16, 8, 8, 4
 IN_AXES = [["inputs", "classes", ...], ["batch", "inputs", ...], ["batch", ...]]
@@ -30,19 +36,9 @@ def named_loss(w, images, labels):
 
 
 def init(key):
-    k1, k2 = jax.random.split(key)
-    return {"w1": nx.random.normal(k1, named_shape={"inputs": INPUTS, "hidden": HIDDEN}) / np.sqrt(INPUTS),
-            "w2": nx.random.normal(k2, named_shape={"hidden": HIDDEN, "classes": CLASSES}) / np.sqrt(HIDDEN)}
-
-
-def mlp_loss(params, images, labels):
-    h = nx.nn.relu(nx.dot(images.shard(), params["w1"].shard(), axis="inputs")).shard()
-    logits = nx.dot(h, params["w2"].shard(), axis="hidden")
-    logits = logits - nx.nn.logsumexp(logits, "classes")
-    targets = nx.nn.one_hot(labels, CLASSES, axis="classes")
-    return -nx.mean(nx.sum(targets * logits, "classes"), "batch").unwrap()
+    return named_mlp.init_params(key, INPUTS, HIDDEN, CLASSES)
 
 
 def sgd_step(params, images, labels):
-    loss, grads = jax.value_and_grad(mlp_loss)(params, images, labels)
-    return jax.tree.map(lambda p, g: p - 0.5 * g, params, grads), jnp.asarray(loss)
+    new, loss = named_mlp.sgd_step(params, images, labels, lr=0.5)
+    return new, jnp.asarray(loss)

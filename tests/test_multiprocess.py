@@ -9,10 +9,8 @@ ended by their PIDs whatever happens.
 
 import json
 import os
-import socket
 import subprocess
 import sys
-import time
 
 import jax
 import jax.numpy as jnp
@@ -25,36 +23,17 @@ import namedarray as nx
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 LIMIT_S = 60
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "examples"))
+import multihost  # noqa: E402  (its launcher: start processes, time limit, end them by PID)
 
 
 def run_two_processes(out_dir) -> list[dict]:
-    port = free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("XLA_", "JAX_"))}
-    env["PYTHONPATH"] = os.pathsep.join([os.path.dirname(HERE), env.get("PYTHONPATH", "")])
-    procs = [subprocess.Popen([sys.executable, os.path.join(HERE, "multiprocess_worker.py"), str(i), "2",
-                               str(port), str(out_dir)], env=env, stdout=subprocess.PIPE,
-                              stderr=subprocess.STDOUT, text=True)
-             for i in range(2)]
-    logs = ["", ""]
+    port = multihost.free_port()
     try:
-        deadline = time.monotonic() + LIMIT_S
-        for i, p in enumerate(procs):
-            logs[i] = p.communicate(timeout=max(1.0, deadline - time.monotonic()))[0]
+        multihost.run_processes([[sys.executable, os.path.join(HERE, "multiprocess_worker.py"), str(i), "2",
+                                  str(port), str(out_dir)] for i in range(2)], LIMIT_S)
     except subprocess.TimeoutExpired:
         pytest.fail(f"the two processes did not finish within {LIMIT_S} s")
-    finally:
-        for p in procs:  # by PID, whatever happened
-            if p.poll() is None:
-                p.kill()
-                p.wait()
-    for i, p in enumerate(procs):
-        assert p.returncode == 0, f"process {i} failed:\n{logs[i][-4000:]}"
     results = []
     for i in range(2):
         with open(os.path.join(out_dir, f"process_{i}.json")) as fh:
