@@ -301,7 +301,7 @@ def place(v: Any, sharding: NamedSharding, *, donate: bool = False, local_blocks
 
 
 # --------------------------------------------------------------------------------------------------------
-# Contractions on Explicit mesh axes
+# Explicit mesh axes: where the layout is part of each value's type, results get theirs by name
 
 
 def _explicit_dims(x: Any) -> tuple[Any, tuple[tuple[str, ...], ...]] | None:
