@@ -91,7 +91,8 @@ AXIS_OF: dict[tuple[str, str], dict[str, str | None]] = {
 
 #: ``(module, function) -> parameter`` whose ``None`` means every positional axis of the first argument.
 ALL_AXES: dict[tuple[str, str], str] = {
-    **{("", f): "axis" for f in ("average", "cumsum", "cumprod", "nancumsum", "nancumprod", "flip", "roll")},
+    **{("", f): "axis" for f in ("average", "cumsum", "cumprod", "nancumsum", "nancumprod", "flip", "roll",
+                                 "minmax")},  # (minmax: newer jax.numpy's min and max at once)
     **{("fft", f): "axes" for f in ("fftn", "ifftn", "rfftn", "irfftn", "fftshift", "ifftshift")},
 }
 
