@@ -285,7 +285,9 @@ class Jitted:
                 spec = placement.storage_spec(leaf.ndim, canonical(v.names), mapping.get)
                 try:
                     targets.append(NamedSharding(mesh, spec))
-                except ValueError:  # not a layout of this mesh: the placing path says why, naming the axis
+                # not a layout of this mesh (a mesh axis used twice raises jax's DuplicateSpecError, which is
+                # no ValueError): the placing path says why, naming the axes
+                except Exception:  # noqa: BLE001
                     targets.append(False)
             if len(self._targets) > 64:
                 self._targets.clear()
