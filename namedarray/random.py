@@ -5,9 +5,10 @@ names whose sizes an enclosing ``nx.xmap`` binds. The result has positional shap
 ``named_shape`` together with the names of any NamedArray parameter (``p``, ``minval``, ``logits``, ...).
 
 Samples are independent along named axes: the named axes are drawn as extra trailing dimensions of one
-``jax.random`` call, in sorted order. So a result never depends on the order the names are
-listed in, is the same eagerly and under ``jit``, and (JAX's partitionable threefry being the default) does
-not depend on how it is sharded. A purely positional ``shape`` gives a value that is the same along every
+``jax.random`` call, in sorted order, and then stored in the order ``named_shape`` lists them (as
+``jax.random.normal(key, (layers, embed))`` would lay them out). So a result's values never depend on the
+order the names are listed in, are the same eagerly and under ``jit``, and (JAX's partitionable threefry
+being the default) do not depend on how it is sharded. A purely positional ``shape`` gives a value that is the same along every
 name, as in xmap.
 
 A key may itself carry names (e.g. ``nx.random.fold_in(key, nx.axis_index("i"))``, or
@@ -137,7 +138,27 @@ def _sample_impl(static, k, *arrays):
 
     flags = [keyed] + [fl for _, fl in laid]
     out = engine.vectorize(draw, flags, keyed)(kdata, *[d for d, _ in laid])
-    return from_storage(out, sampled + keyed, where)
+    return _stored(out, sampled, keyed, [n for n, _ in named], values, where)
+
+
+def _stored(out: Any, sampled: tuple[str, ...], keyed: tuple[str, ...], listed: Sequence[str],
+            values: Sequence[Any], where: str) -> NamedArray:
+    """The draw ``out`` (positional..., ``sampled``..., ``keyed``...) as a NamedArray.
+
+    It was drawn with the sampled names sorted, so its values do not depend on how they were spelled; it is
+    stored in the order a positional program would have asked for: the names ``named_shape`` lists, as
+    listed, then the parameters' names as they hold them."""
+    want = set(sampled)
+    order = [n for n in listed if n in want]
+    for v in values:
+        if type(v) is NamedArray:
+            order += [n for n in v.names if n in want and n not in order]
+    order = tuple(order + [n for n in sampled if n not in order])
+    if order != sampled:
+        p = out.ndim - len(sampled) - len(keyed)
+        at = {n: p + i for i, n in enumerate(sampled)}
+        out = jnp.transpose(out, [*range(p), *(at[n] for n in order), *range(p + len(sampled), out.ndim)])
+    return from_storage(out, order + keyed, where)
 
 
 def _positional_shape(shape: tuple[int, ...] | None, names: Sequence[str], values: Sequence[Any],
@@ -181,7 +202,7 @@ def _sample(name: str, k: Any, params: Mapping[str, Any], shape: Shape, named_sh
         return fn(k, **params, **({} if shape is None else {"shape": shape}), **kwargs)
     slots = tuple((n, v if isinstance(v, _SCALARS) else _ARRAY) for n, v in params.items())
     arrays = tuple(v for v in params.values() if not isinstance(v, _SCALARS))
-    static = (fn, shape, tuple(sorted(named.items())), slots, tuple(sorted(kwargs.items())), where)
+    static = (fn, shape, tuple(named.items()), slots, tuple(sorted(kwargs.items())), where)
     return engine.run(_sample_impl, static, (k, *arrays))
 
 
@@ -339,7 +360,7 @@ def _categorical_impl(static, k, logits):
         return jax.random.categorical(kd, ld, axis=a, shape=full, **dict(kwargs))
 
     out = engine.vectorize(draw, [keyed, fl], keyed)(kdata, d)
-    return from_storage(out, sampled + keyed, where)
+    return _stored(out, sampled, keyed, [n for n, _ in named], [logits], where)
 
 
 def _positional_axis(axis: Any, x: NamedArray, where: str) -> int:
@@ -366,7 +387,7 @@ def categorical(key: Any, logits: Any, axis: int | str = -1, shape: Shape = None
     kwargs = {"replace": replace, **({"mode": mode} if mode is not None else {})}
     if not named and not isinstance(axis, str) and NamedArray not in (type(key), type(logits)):
         return jax.random.categorical(key, logits, axis=axis, shape=shape, **kwargs)
-    static = (axis, shape, tuple(sorted(named.items())), tuple(sorted(kwargs.items())), where)
+    static = (axis, shape, tuple(named.items()), tuple(sorted(kwargs.items())), where)
     return engine.run(_categorical_impl, static, (key, logits))
 
 
@@ -384,7 +405,7 @@ def _permutation_impl(static, k, x):
         return jax.random.permutation(kd, xd, axis=a, independent=independent)
 
     out = engine.vectorize(draw, [keyed, fl], keyed)(kdata, d)
-    return from_storage(out, sampled + keyed, where)
+    return _stored(out, sampled, keyed, (), [x], where)
 
 
 def permutation(key: Any, x: Any, axis: int | str = 0, independent: bool = False) -> Any:

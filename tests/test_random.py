@@ -32,6 +32,8 @@ def test_named_shape_order_and_jit_independence(name):
     a = f(KEY, (3,), {"i": 4, "long_name": 5})
     assert a.shape == (3,) and a.named_shape == {"i": 4, "long_name": 5}
     b = f(KEY, (3,), {"long_name": 5, "i": 4})
+    # stored as listed, as a positional program lays its axes out; the values do not depend on the listing
+    assert a.names == ("i", "long_name") and b.names == ("long_name", "i")
     spec = [None, "i", "long_name"]
     np.testing.assert_array_equal(nx.unwrap(a, spec), nx.unwrap(b, spec))
     c = jax.jit(lambda k: nx.unwrap(f(k, (3,), {"i": 4, "long_name": 5}), spec))(KEY)

@@ -187,6 +187,28 @@ def test_scan_over_a_name_costs_no_more_transposes_than_over_a_position():
         assert ops(_loss, by_name, x) == ops(over_position, by_position, x)
 
 
+def test_a_stack_drawn_by_name_layer_first_is_scanned_without_a_transpose():
+    # what the library guide tells authors: list `layer` first in named_shape, and the stack is stored,
+    # crosses jit and is sliced by the scan as a positional program's (layer, ...) array would be
+    def init(key):
+        return {"w": nx.random.normal(key, named_shape={"layer": 3, "embed": E, "embed_out": E}),
+                "b": nx.nn.initializers.zeros(key, (), named_shape={"layer": 3, "embed_out": E})}
+
+    def block(h, p):
+        return nx.tanh(nx.dot(h, p["w"], axis="embed") + p["b"]).rename({"embed_out": "embed"}), None
+
+    def loss(params, x):
+        h, _ = nx.scan(block, x, params, axis="layer")
+        return (h * h).sum(("batch", "embed"))
+
+    x = nx.wrap(np.ones((B, E), np.float32), ["batch", "embed"])
+    with fresh_canonical_orders():
+        params = jax.jit(init)(jax.random.key(0))
+        assert params["w"].names == ("layer", "embed", "embed_out") and params["w"].data.shape == (3, E, E)
+        assert params["b"].names == ("layer", "embed_out")
+        assert "transpose[" not in str(jax.make_jaxpr(loss)(params, x))
+
+
 # --------------------------------------------------------------------------------------------------------
 # Carries, leaves without the axis, nx.map
 
