@@ -164,7 +164,11 @@ def full(shape: ShapeLike, fill_value: Any, dtype: Any = None, *, named_shape: N
     """
     where = "nx.full"
     if type(fill_value) is not NamedArray:
-        return _filled(jnp.full, shape, named_shape, dtype, kwargs, where, fill_value)
+        if np.ndim(fill_value) == 0 or (named_shape is None and not isinstance(shape, Mapping)):
+            return _filled(jnp.full, shape, named_shape, dtype, kwargs, where, fill_value)
+        # an array fill broadcasts against the positional shape only, as in jnp.full, never against the
+        # named axes that come after it in storage
+        fill_value = _make(jnp.asarray(fill_value), ())
     pshape, named = shape_args(shape, named_shape, where)
     named = named or {}
     extra = [n for n in fill_value.names if n not in named]
@@ -181,7 +185,8 @@ def full(shape: ShapeLike, fill_value: Any, dtype: Any = None, *, named_shape: N
         fits = False
     if not fits:
         raise AxisSizeError(f"{where}: fill_value's positional shape {fill_value.shape} does not "
-                            f"broadcast to shape {pshape}")
+                            f"broadcast to shape {pshape} (to fill along named axes, give a NamedArray "
+                            f"carrying them, e.g. nx.wrap(values, [...names]))")
     static = (pshape, tuple(named.items()), dtype, tuple(sorted(kwargs.items())))
     return engine.run(_full_impl, static, (fill_value,))
 

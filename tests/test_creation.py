@@ -119,6 +119,17 @@ def test_full_errors_name_the_axis():
         nx.full((2,), nx.wrap(jnp.ones((5, 2)), [None, "a"]), named_shape={"a": 2})
 
 
+def test_full_broadcasts_a_positional_array_fill_against_the_positional_shape_only():
+    # as jnp.full: the fill's axes are the trailing positional ones, never the named axes stored after them
+    out = nx.full((2, 3), jnp.arange(3.0), named_shape={"a": 4})
+    ref = np.broadcast_to(np.arange(3.0)[None, :, None], (2, 3, 4))
+    np.testing.assert_array_equal(out.unwrap([None, None, "a"]), ref)
+    with pytest.raises(errors.AxisSizeError, match=r"shape \(4,\) does not broadcast to shape \(3,\)"):
+        nx.full((3,), jnp.arange(4.0), named_shape={"a": 4})  # the size of 'a', but a positional fill
+    with pytest.raises(errors.AxisSizeError, match=r"shape \(2,\) does not broadcast to shape \(\)"):
+        nx.full({"a": 2}, jnp.arange(2.0))
+
+
 @pytest.mark.parametrize("fn, args, kw", [
     (nx.arange, (5,), {}), (nx.arange, (1, 9, 2), {"dtype": jnp.float32}),
     (nx.linspace, (0.0, 1.0, 7), {}), (nx.linspace, (0.0, 1.0, 4), {"endpoint": False}),
