@@ -136,6 +136,11 @@ def _attention_impl(static, q, k, v, bias, mask, q_lens, kv_lens):
             if heads in x.names and x.named_shape[heads] != N:
                 raise AxisSizeError(f"{_WHERE}: axis {heads!r} has size {N} in the query but size "
                                     f"{x.named_shape[heads]} in the {w}")
+    for w, e in extras.items():
+        for n, size, whose in ((seq, T, "query"), (kv_seq, S, "key")):
+            if w in allowed and n in e.names and e.named_shape[n] != size:
+                raise AxisSizeError(f"{_WHERE}: axis {n!r} has size {e.named_shape[n]} in the {w} but size "
+                                    f"{size} in the {whose}")
     B = math.prod(pshape) * math.prod(sizes[n] for n in batch)
     full = dict(sizes)
 
