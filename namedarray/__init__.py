@@ -50,7 +50,7 @@ from .interop import from_xarray, load_safetensors, save_safetensors  # noqa: E4
 from .norms import norm as _norm  # noqa: E402
 from .norms import vector_norm as _vector_norm  # noqa: E402
 from .scan import map, scan  # noqa: E402
-from .structural import append, concat, concatenate, stack, take  # noqa: E402
+from .structural import append, concat, concatenate, pad, stack, take  # noqa: E402
 from .surgery import flatten, rearrange, split, tag, unbind, unflatten, untag  # noqa: E402
 from .visualize import visualize_sharding  # noqa: E402
 from .xmap import SerialLoop, serial_loop, xmap  # noqa: E402

@@ -1,4 +1,5 @@
-"""Operations whose axis argument can create, join or select along a *name*: concatenate, stack, take.
+"""Operations whose axis argument can create, join, select or pad along a *name*: concatenate, stack, take,
+pad.
 
 Each one moves the named axis to a positional slot (``untag``), applies the positional jax function lifted
 over the other names, and names the axis again (``tag``), inside one engine kernel.
@@ -13,19 +14,20 @@ over the other names, and names the axis again (``tag``), inside one engine kern
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import jax.numpy as jnp
+import numpy as np
 from jax import lax
 
 from . import engine, placement
 from . import env as _env
 from .array import NamedArray, _make, as_storage
-from .errors import AxisSizeError, AxisSpecError, DuplicateAxisError, fmt_names, no_axis
+from .errors import AxisSizeError, AxisSpecError, DuplicateAxisError, PositionalAxisError, fmt_names, no_axis
 from .wrapping import tag, untag
 
-__all__ = ["concatenate", "concat", "stack", "take", "append"]
+__all__ = ["concatenate", "concat", "stack", "take", "append", "pad"]
 
 
 def _require_named(arrays, name, where):
@@ -174,3 +176,69 @@ def take(a: Any, indices: Any, axis: int | str | None = None, out: None = None, 
     return engine.lift(jnp.take, (a, indices), dict(axis=axis, mode=mode, unique_indices=unique_indices,
                                                     indices_are_sorted=indices_are_sorted,
                                                     fill_value=fill_value), "nx.take")
+
+
+def _pad_impl(static, x):
+    widths, mode, kwargs = static
+    return _make(jnp.pad(x.data, widths, mode, **dict(kwargs)), x.names)
+
+
+def _width(w: Any, axis: Any, where: str) -> tuple[int, int]:
+    pair = (w, w) if isinstance(w, (int, np.integer)) and not isinstance(w, bool) else tuple(w)
+    if len(pair) != 2 or any(isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 0
+                             for v in pair):
+        raise AxisSpecError(f"{where}: the pad width of axis {axis!r} must be an int or a pair "
+                            f"(before, after) of non-negative ints, got {w!r}")
+    return int(pair[0]), int(pair[1])
+
+
+def pad(array: Any, pad_width: Any, mode: Any = "constant", **kwargs: Any) -> Any:
+    """``jnp.pad``, where ``pad_width`` may also be a mapping ``{axis: width}`` whose keys are names or
+    positions, each width an int or a pair ``(before, after)``; the axes it leaves out are not padded, and
+    the padded names keep their names (with larger sizes).
+
+    A ``pad_width`` that is not a mapping counts positional axes, as ``jnp.pad``'s does (lifted over the
+    names); on a value whose axes are all named it would pad nothing, so it is an error there (outside
+    ``nx.xmap`` bodies, whose values are per-element).
+
+    >>> import namedarray as nx, jax.numpy as jnp
+    >>> x = nx.wrap(jnp.ones((2, 3)), ["seq", "embed"])
+    >>> nx.pad(x, {"seq": (1, 0)}).named_shape
+    {'embed': 3, 'seq': 3}
+    >>> nx.pad(x, {"seq": (1, 0)}).unwrap(["seq", "embed"])[:, 0].tolist()
+    [0.0, 1.0, 1.0]
+    """
+    where = "nx.pad"
+    if not isinstance(array, NamedArray):
+        if isinstance(pad_width, Mapping):
+            raise AxisSpecError(f"{where}: pad_width maps axes {list(pad_width)!r}, but the array has no "
+                                "names; give widths by position (a sequence), as jnp.pad takes them")
+        return jnp.pad(array, pad_width, mode, **kwargs)
+    if not isinstance(pad_width, Mapping):
+        if array.names and not array.ndim and not _env.current().sizes:
+            n = array.names[0]
+            raise PositionalAxisError(
+                f"{where}: pad_width={pad_width!r} counts positional axes, and this value has none (its axes "
+                f"are all named: {fmt_names(array.names)}), so it would pad nothing. Pad by name: "
+                f"pad_width={{{n!r}: {pad_width!r}}}")
+        return engine.lift(jnp.pad, (array, pad_width), {"mode": mode, **kwargs}, where)
+    p = array.ndim
+    widths = [(0, 0)] * array.data.ndim
+    for axis, w in pad_width.items():
+        if isinstance(axis, str):
+            if axis not in array.names:
+                raise no_axis(where, axis, array.names)
+            # a split name is blocks (in nx.shard_map): padding each block would pad inside the whole
+            _env.current().require_whole((axis,), where)
+            i = p + array.names.index(axis)
+        elif isinstance(axis, (int, np.integer)) and not isinstance(axis, bool) and -p <= axis < p:
+            i = int(axis) % p
+        else:
+            raise AxisSpecError(f"{where}: pad_width key {axis!r} is neither a name of the value "
+                                f"({fmt_names(array.names) or 'none'}) nor one of its {p} positional axes")
+        widths[i] = _width(w, axis, where)
+    for k, v in kwargs.items():
+        if np.ndim(v) or isinstance(v, (list, tuple)):
+            raise AxisSpecError(f"{where}: with pad_width by name, {k} must be one value for every axis (got "
+                                f"{v!r}); per-axis values count positions, which a mapping does not")
+    return engine.run(_pad_impl, (tuple(widths), mode, tuple(sorted(kwargs.items()))), (array,))

@@ -104,8 +104,8 @@ def test_dot_product_attention_errors():
     kv = nx.zeros({"b": 2, "kv": 5, "hd": 4})
     for what, extra, msg in [("mask", nx.ones({"seq": 3, "kv": 4}, bool), "'kv' has size 4 in the mask but "
                               "size 5 in the key"),
-                             ("bias", nx.zeros({"seq": 2, "kv": 5}), "'seq' has size 2 in the bias but size 3 "
-                              "in the query")]:
+                             ("bias", nx.zeros({"seq": 2, "kv": 5}),
+                              "'seq' has size 2 in the bias but size 3 in the query")]:
         with pytest.raises(errors.AxisSizeError, match=msg):
             nx.nn.dot_product_attention(q, kv, kv, **{what: extra}, seq_axis="seq", kv_seq_axis="kv",
                                         head_axis="hd")

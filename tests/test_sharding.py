@@ -550,7 +550,8 @@ def test_mesh_axis_twice_in_one_names_tuple():
 
 
 def test_nx_jit_reports_two_names_of_one_argument_on_one_mesh_axis():
-    with jax.set_mesh(auto_mesh((4, 2), ("data", "model"))), nx.axis_rules({"batch": "data", "embed": "data"}):
+    rules = {"batch": "data", "embed": "data"}
+    with jax.set_mesh(auto_mesh((4, 2), ("data", "model"))), nx.axis_rules(rules):
         with pytest.raises(errors.ResourceConflictError,
                            match=r"nx.jit argument 0: axes 'batch' and 'embed' both map to mesh axis 'data'"):
             nx.jit(lambda v: v * 2)(example())

@@ -1,4 +1,4 @@
-"""Axis surgery by name against NumPy: flatten/unflatten, rearrange, split, unbind, tag/untag.
+"""Axis surgery by name against NumPy: flatten/unflatten, rearrange, split, unbind, tag/untag, pad.
 
 Inputs come in random storage orders (where nx.wrap finds the named axes among the positional ones); the
 references are np.reshape/np.transpose on the positional data.
@@ -316,10 +316,51 @@ def test_tag_untag_errors():
     assert x.tag({1: "k"}).named_shape == {"k": 3}
 
 
+# --------------------------------------------------------------------------------------------------------
+# pad
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.data())
+def test_pad_by_name_and_position_matches_numpy(data):
+    p = data.draw(st.integers(0, 1))
+    names = data.draw(st.lists(st.sampled_from(POOL), min_size=1, max_size=3, unique=True))
+    sizes = [data.draw(st.integers(1, 4)) for _ in range(p + len(names))]
+    d, x = data.draw(stored(tuple(sizes), {p + i: n for i, n in enumerate(names)}))
+    axes = data.draw(st.lists(st.sampled_from(list(range(p)) + names), min_size=1, unique=True))
+    widths = {a: data.draw(st.one_of(st.integers(0, 3), st.tuples(st.integers(0, 3), st.integers(0, 3))))
+              for a in axes}
+    mode = data.draw(st.sampled_from(["constant", "edge", "wrap", "symmetric"]))
+    got = nx.pad(x, widths, mode)
+    ref_widths = [(0, 0)] * d.ndim
+    for a, w in widths.items():
+        ref_widths[a if isinstance(a, int) else p + names.index(a)] = (w, w) if isinstance(w, int) else w
+    want = np.pad(d, ref_widths, mode)
+    assert got.named_shape == {n: want.shape[p + i] for i, n in enumerate(names)}
+    np.testing.assert_array_equal(_logical(got, names), want)
+
+
+def test_pad_errors_and_positional_widths():
+    x = nx.wrap(jnp.ones((2, 3)), ["a", "c"])
+    with pytest.raises(errors.PositionalAxisError, match=r"pad nothing. Pad by name: pad_width=\{'a': 1\}"):
+        nx.pad(x, 1)  # it used to return x unchanged: jnp.pad of the per-element scalars
+    with pytest.raises(errors.AxisSpecError, match="nx.pad: the array has no axis 'z'"):
+        nx.pad(x, {"z": 1})
+    with pytest.raises(errors.AxisSpecError, match="the pad width of axis 'c' must be an int or a pair"):
+        nx.pad(x, {"c": (1, 2, 3)})
+    with pytest.raises(errors.AxisSpecError, match="key 0 is neither a name of the value"):
+        nx.pad(x, {0: 1})
+    m = nx.wrap(jnp.arange(6.0).reshape(2, 3), [None, "c"])  # a sequence counts positions, lifted over names
+    np.testing.assert_array_equal(nx.pad(m, 1).unwrap([None, "c"]), np.pad(np.arange(6.0).reshape(2, 3),
+                                                                            [(1, 1), (0, 0)]))
+    assert nx.pad(jnp.ones(2), 1).shape == (4,)  # plain arrays: jnp.pad
+
+
 def test_surgery_is_one_eager_kernel():
     x = nx.wrap(jnp.zeros((2, 3, 4)), ["b", "h", "d"])
     for f in (lambda: nx.flatten(x, ("d", "h"), "e"), lambda: nx.rearrange(x, "{b, h} -> h {b}"),
-              lambda: nx.unflatten(x, "d", {"d1": 2, "d2": 2}), lambda: x.untag("h", "b")):
+              lambda: nx.unflatten(x, "d", {"d1": 2, "d2": 2}), lambda: x.untag("h", "b"),
+              lambda: nx.pad(x, {"h": (1, 0)})):
         f()
         before = engine.stats.eager_calls
         f()
