@@ -17,9 +17,10 @@ first, as xmap did:
 Storage order never matters (a carry crosses the loop boundary in canonical order, see
 :mod:`namedarray.layout`). ``jax.lax`` is called with your functions first, so where names already agree
 nothing changes (jax's trace caches included); only when it rejects the carry or the branches, and names are
-why, is the call made again with outputs broadcast. Positional shapes, dtypes and the rest of the pytree
-structure are checked by ``jax.lax`` as usual. A predicate or
-switch index must have no named axes. ``scan`` and ``map`` loop over the leading *positional* axis of
+why, is the call made again with outputs broadcast. Positional shapes and dtypes must agree as in
+``jax.lax``; where they do not, a :class:`~namedarray.errors.CarryError` (also a ``TypeError``) names the
+leaf with its positional shape, named shape and dtype on each side. A predicate or switch index must have no
+named axes. ``scan`` and ``map`` loop over the leading *positional* axis of
 ``xs``, as in ``jax.lax`` (names pass through to the body); to loop over a named axis use ``nx.scan`` and
 ``nx.map`` (:mod:`namedarray.scan`).
 
@@ -38,10 +39,11 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax.tree_util import keystr
 
 from .array import NamedArray, _make, as_storage, is_named
-from .errors import AxisSpecError, fmt_names
+from .errors import AxisSpecError, CarryError, fmt_names
 from .layout import align, named_sizes, pos_ndim
 from .shape import join_sizes
 
@@ -184,6 +186,37 @@ def _carry_plan(init: Any, body_shape: Callable[..., Any], extra: tuple, where: 
         init = jax.tree.unflatten(in_tree, wider)
 
 
+def _leaf_text(v: Any) -> str:
+    named = dict(named_sizes(v)) if type(v) is NamedArray else {}
+    shape = tuple(v.shape) if hasattr(v, "shape") else ()
+    return f"positional shape {shape}, named shape {named}, dtype {jnp.result_type(v)}"
+
+
+_KEEP = "the carry must keep its positional shape and dtype from one iteration to the next"
+_AGREE = "the branches must return equal positional shapes and dtypes"
+
+
+def _explain(trees: Sequence[Any], labels: Sequence[str], where: str, what: str) -> None:
+    """Raise a :class:`CarryError` naming the first leaf whose positional shape (or else dtype) differs
+    among ``trees`` (a carry and the body's result, or the branches' outputs); return when none does, or the
+    structures differ (jax's error then stands)."""
+    if any(t is None for t in trees):
+        return
+    flat = [jax.tree_util.tree_flatten_with_path(t, is_leaf=is_named) for t in trees]
+    if len({tree for _, tree in flat}) != 1:
+        return
+    for key in (lambda v: tuple(np.shape(v)) if type(v) is not NamedArray else tuple(v.shape),
+                lambda v: jnp.dtype(jnp.result_type(v))):
+        for k, (path, _) in enumerate(flat[0][0]):
+            leaves = [f[0][k][1] for f in flat]
+            if len({key(v) for v in leaves}) > 1:
+                at = keystr(path)
+                raise CarryError(
+                    f"{where}: {what} (names broadcast, as in xmap; positional axes and dtypes do not), but "
+                    + "; ".join(
+                        f"{label}{at} has {_leaf_text(v)}" for label, v in zip(labels, leaves)))
+
+
 def _fitted(out: Any, targets: Targets) -> Any:
     """``out`` with each leaf broadcast to its target (a result that already agrees is left as it is)."""
     leaves, tree = jax.tree.flatten(out, is_leaf=is_named)
@@ -206,8 +239,13 @@ def _loop(run: Callable[[Targets | None, Any], Any], init: Any, body_shape: Call
         raise failure from None
     plan = _carry_plan(init, body_shape, args, where, labels)
     if plan is None:
+        _explain([init, _abstract(body_shape, init, *args)], labels, where, _KEEP)
         raise failure
-    return run(*plan)
+    try:
+        return run(*plan)
+    except TypeError:
+        _explain([init, _abstract(body_shape, plan[1], *args)], labels, where, _KEEP)
+        raise
 
 
 _INDEX = jax.ShapeDtypeStruct((), jnp.int32)  # what a fori_loop body's index looks like, abstractly
@@ -346,10 +384,16 @@ def _branches(call: Callable[[Sequence[Callable]], Any], branches: Sequence[Call
     except TypeError as e:
         failure = e
     targets = _branch_plan(branches, operands, where)
+    labels = [f"branch {i}'s output" for i in range(len(branches))]
     if targets is None:
+        _explain([_abstract(fn, *operands) for fn in branches], labels, where, _AGREE)
         raise failure
-    return call([built_around(fn, ("branch", targets), lambda get: lambda *ops: _fitted(get()(*ops), targets))
-                 for fn in branches])
+    try:
+        return call([built_around(fn, ("branch", targets),
+                                  lambda get: lambda *ops: _fitted(get()(*ops), targets)) for fn in branches])
+    except TypeError:
+        _explain([_abstract(fn, *operands) for fn in branches], labels, where, _AGREE)
+        raise
 
 
 def cond(pred: Any, true_fun: Callable, false_fun: Callable, *operands: Any, **kwargs: Any) -> Any:

@@ -36,6 +36,7 @@ __all__ = [
     "PositionalMisuseError",
     "AxisNameShadowingError",
     "AnnotationError",
+    "CarryError",
 ]
 
 
@@ -131,6 +132,11 @@ class AxisNameShadowingError(NamedAxisError):
 
 class AnnotationError(NamedAxisError, TypeError):
     """A value that does not match its ``nx.typing`` annotation (dtype, rank, axis names or sizes)."""
+
+
+class CarryError(NamedAxisError, TypeError):
+    """A loop carry, or the branches of a conditional, that change positional shape or dtype: names
+    broadcast (as in xmap), positional axes and dtypes must agree. Also a ``TypeError``, as in ``jax.lax``."""
 
 
 def fmt_names(names: Iterable[str]) -> str:
