@@ -137,6 +137,13 @@ def unwrap(x: Any, axes: Any = None, *, where: str = "nx.unwrap",
     p = data.ndim - len(names)
     placed = dict((n, pos) for pos, n in spec.axes)
     unplaced = [n for n in names if n not in placed]
+    unknown = [n for n in placed if n not in names and not (sizes and n in sizes)
+               and not _env.current().is_bound(n)]
+    if unplaced and unknown:  # most likely a misspelling: say both halves
+        raise UnplacedAxisError(
+            f"{where}: the specification {_spec_text(spec)} places {fmt_names(unknown)}, which the value does "
+            f"not carry, and leaves its axes {fmt_names(unplaced)} unplaced (the value has named axes "
+            f"{fmt_names(names)})")
     if unplaced:
         raise UnplacedAxisError(
             f"{where}: the value is mapped along named axes {fmt_names(unplaced)} that the specification "

@@ -224,6 +224,10 @@ def test_unwrap_leaving_a_name_unplaced(x):
         nx.unwrap(x, ["batch", ...])
     with pytest.raises(UnplacedAxisError, match="'batch', 'k'"):
         x.unwrap()
+    # a misspelled name: both halves of the mistake are said
+    with pytest.raises(UnplacedAxisError, match=r"places 'kk', which the value does not carry, and leaves its "
+                                                r"axes 'k' unplaced"):
+        x.unwrap(["batch", "kk", ...])
 
 
 def test_unwrap_placing_a_name_the_value_lacks(x):
