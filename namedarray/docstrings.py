@@ -23,10 +23,13 @@ RULES = {
     "reduction": (
         "reduces the axes given in ``axis``: positions (ints) and names (strings), mixed freely\n"
         "(``axis=(\"batch\", 0)``); the names not given are kept. ``axis=None`` reduces the positional axes\n"
-        "only, as in xmap, and is an error on a value whose axes are all named (except inside ``nx.xmap``)."),
+        "only, as in xmap, and is an error on a value whose axes are all named (except inside ``nx.xmap``).\n"
+        "``keepdims=True`` keeps reduced positional axes (size 1); reduced names are dropped even then,\n"
+        "since names broadcast by name (``x - x.mean(\"batch\")`` already lines up)."),
     "single": (
         "reduces one axis, given by position or by name in ``axis``; the other names are kept.\n"
-        "``axis=None`` reduces the flattened positional axes."),
+        "``axis=None`` reduces the flattened positional axes. ``keepdims=True`` keeps a reduced positional\n"
+        "axis (size 1); a reduced name is dropped even then, since names broadcast by name."),
     "along": (
         "acts along the axis given in ``axis``, by position or by name, and keeps it; every other name\n"
         "is a batch axis."),
