@@ -211,8 +211,23 @@ def split(ary: Any, indices_or_sections: Any, axis: Any = _NO_SECTIONS) -> list:
         if axis is _NO_SECTIONS:
             raise TypeError(f"nx.split(x, {indices_or_sections!r}, sections): give the number of pieces or "
                             "the indices where to cut")
-        return _split(ary, axis, axis=indices_or_sections)
-    return _split(ary, indices_or_sections, axis=0 if axis is _NO_SECTIONS else axis)
+        sections, axis = axis, indices_or_sections
+    else:
+        sections, axis = indices_or_sections, 0 if axis is _NO_SECTIONS else axis
+    if type(ary) is NamedArray and isinstance(axis, str) and axis in ary.names:
+        size = ary.named_shape[axis]
+        if isinstance(sections, (int, np.integer)) and not isinstance(sections, bool):
+            if sections < 1 or size % sections:
+                raise AxisSizeError(
+                    f"nx.split: axis {axis!r} has size {size}, which does not split into {int(sections)} "
+                    f"equal pieces; give the indices where to cut (a list), or use nx.array_split")
+        elif isinstance(sections, Sequence) and (not all(0 <= c <= size for c in sections)
+                                                 or list(sections) != sorted(sections)):
+            # as NumPy: piece i is x[cut[i-1]:cut[i]] by Python's slicing rules (cuts past the end give empty
+            # pieces, negative ones count from the end), which jnp.split refuses
+            cuts = [0, *sections, None]
+            return [ary[{axis: slice(a, b)}] for a, b in zip(cuts[:-1], cuts[1:])]
+    return _split(ary, sections, axis=axis)
 
 
 def unbind(x: NamedArray, axis: str | int) -> list[NamedArray]:

@@ -141,8 +141,8 @@ def unwrap(x: Any, axes: Any = None, *, where: str = "nx.unwrap",
                and not _env.current().is_bound(n)]
     if unplaced and unknown:  # most likely a misspelling: say both halves
         raise UnplacedAxisError(
-            f"{where}: the specification {_spec_text(spec)} places {fmt_names(unknown)}, which the value does "
-            f"not carry, and leaves its axes {fmt_names(unplaced)} unplaced (the value has named axes "
+            f"{where}: the specification {_spec_text(spec)} places {fmt_names(unknown)}, which the value "
+            f"does not carry, and leaves its axes {fmt_names(unplaced)} unplaced (the value has named axes "
             f"{fmt_names(names)})")
     if unplaced:
         raise UnplacedAxisError(

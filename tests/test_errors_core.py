@@ -225,8 +225,8 @@ def test_unwrap_leaving_a_name_unplaced(x):
     with pytest.raises(UnplacedAxisError, match="'batch', 'k'"):
         x.unwrap()
     # a misspelled name: both halves of the mistake are said
-    with pytest.raises(UnplacedAxisError, match=r"places 'kk', which the value does not carry, and leaves its "
-                                                r"axes 'k' unplaced"):
+    with pytest.raises(UnplacedAxisError,
+                       match=r"places 'kk', which the value does not carry, and leaves its axes 'k'"):
         x.unwrap(["batch", "kk", ...])
 
 

@@ -278,6 +278,18 @@ def test_unbind_positional_and_errors():
         nx.unbind(x, "z")
     with pytest.raises(TypeError, match="give the number of pieces"):
         nx.split(x, "k")
+    with pytest.raises(errors.AxisSizeError, match="axis 'k' has size 3, which does not split into 2 equal"):
+        nx.split(x, "k", 2)
+
+
+@pytest.mark.parametrize("cuts", [[5], [2, 1], [-1], [0, 0, 3], [3, 9]])
+def test_split_at_cuts_outside_the_axis_or_out_of_order_follows_numpy(cuts):
+    d = np.arange(12).reshape(4, 3)
+    pieces = nx.split(nx.wrap(d, ["k", None]), "k", cuts)
+    want = np.split(d, cuts, axis=0)
+    assert len(pieces) == len(want)
+    for got, ref in zip(pieces, want):
+        np.testing.assert_array_equal(got.unwrap(["k", ...]), ref)
 
 
 @settings(max_examples=30, deadline=None)
