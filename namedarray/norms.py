@@ -20,6 +20,7 @@ import jax.numpy as jnp
 
 from . import engine
 from .array import NamedArray
+from .errors import AxisSpecError
 from .lifted import has_name, lift
 
 __all__ = ["norm", "vector_norm"]
@@ -37,6 +38,12 @@ def norm(x: Any, ord: Any = None, axis: Axis = None, keepdims: bool = False) -> 
     """
     where = "nx.linalg.norm"
     if has_name(axis) and type(x) is NamedArray:
+        axes = tuple(axis) if isinstance(axis, (tuple, list)) else (axis,)
+        if len(axes) > 2:
+            raise AxisSpecError(
+                f"{where}: axis={axis!r} gives {len(axes)} axes; a norm is over one axis (a vector norm) or "
+                f"two (a matrix norm). For the vector norm over all of them: "
+                f"nx.linalg.vector_norm(x, axis={axis!r})")
         return engine.reduce(jnp.linalg.norm, x, axis, where, keepdims, (("ord", ord),))
     if axis is None:
         engine.check_reduces(x, where)

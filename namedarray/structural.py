@@ -61,6 +61,13 @@ def concatenate(arrays: Sequence[Any], axis: int | str | None = 0, dtype: Any = 
     if isinstance(axis, str):
         _require_named(arrays, axis, "nx.concatenate")
         return engine.run(_concat_impl, (axis, dtype, "nx.concatenate"), arrays)
+    if isinstance(axis, (int, np.integer)) and not isinstance(axis, bool):
+        for i, a in enumerate(arrays):
+            if type(a) is NamedArray and a.names and not -a.ndim <= axis < a.ndim:
+                raise PositionalAxisError(
+                    f"nx.concatenate: axis={axis} counts positional axes, and argument {i} has "
+                    f"{a.ndim or 'none'} (positional shape {a.shape}, named axes {fmt_names(a.names)}). To "
+                    f"join along a name, give it: axis={a.names[0]!r}")
     return engine.lift(jnp.concatenate, (arrays,), {"axis": axis, "dtype": dtype}, "nx.concatenate")
 
 

@@ -292,6 +292,16 @@ def test_norms_take_names():
     kept = nx.linalg.norm(nx.wrap(d, ["i", ...]), axis=(0, "i"), keepdims=True)
     assert kept.shape == (1, 4) and kept.named_shape == {}
     np.testing.assert_allclose(kept.unwrap(), np.linalg.norm(d, axis=(1, 0))[None], rtol=1e-5)
+    with pytest.raises(errors.AxisSpecError, match=r"gives 3 axes; .* nx.linalg.vector_norm\(x, axis="):
+        nx.linalg.norm(x, axis=("i", "j", "b"))
+
+
+def test_concatenate_along_a_position_the_value_lacks_says_to_give_a_name():
+    x = nx.wrap(jnp.ones((2, 3)), ["a", "c"])
+    with pytest.raises(errors.PositionalAxisError, match=r"axis=0 counts positional axes, and argument 0 has "
+                                                         r"none .* give it: axis='a'"):
+        nx.concatenate([x, x])  # jax: "Zero-dimensional arrays cannot be concatenated"
+    assert nx.concatenate([x, x], axis="c").named_shape == {"a": 2, "c": 6}
 
 
 def test_unwrap_takes_names_as_arguments():
