@@ -141,10 +141,10 @@ class AxisEnv:
         except KeyError:
             prefix = f"{where}: " if where else ""
             bound = sorted(self.sizes)
-            hint = (f"; bound axis names here: {fmt_names(bound)}" if bound
-                    else "; no nx.xmap binds any axis here")
-            raise UnboundAxisError(f"{prefix}unbound axis name {name!r}: the value does not carry it"
-                                   f"{hint}") from None
+            hint = (f"axis names bound here: {fmt_names(bound)}" if bound
+                    else "no nx.xmap or nx.shard_map binds any axis here")
+            raise UnboundAxisError(f"{prefix}unbound axis name {name!r}: no value here carries it, and {hint}"
+                                   ) from None
 
 
 EMPTY = AxisEnv()
