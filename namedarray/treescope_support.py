@@ -48,7 +48,8 @@ def treescope_repr(x: NamedArray, path: Any, subtree_renderer: Any) -> Any:
 
     adapter = NamedArrayAdapter()
     d = x.data
-    concrete = hasattr(d, "is_deleted") and not d.is_deleted() and not _is_tracer(d)
+    # a tracer has is_deleted too, and calling it under jit/vmap/grad is a concretization error
+    concrete = not _is_tracer(d) and hasattr(d, "is_deleted") and not d.is_deleted()
 
     def line(fast: bool) -> Any:
         return rendering_parts.siblings(rendering_parts.text("<"), adapter.get_array_summary(x, fast=fast),

@@ -60,3 +60,17 @@ def test_abstract_values_render_their_names():
     abstract = jax.eval_shape(value)
     text = treescope.render_to_text(abstract)
     assert "{batch: 3, embed: 4}" in text
+
+
+def test_traced_values_render_their_names_under_jit_vmap_and_grad():
+    seen = []
+
+    def f(x):
+        seen.append(treescope.render_to_text(x))
+        return (x * x).sum(("batch", "embed")).sum().unwrap()
+
+    x = value()
+    jax.jit(f)(x)
+    jax.grad(f)(x)
+    jax.vmap(f)(x)  # over the positional axis
+    assert len(seen) == 3 and all("{batch: 3, embed: 4}" in text for text in seen)
