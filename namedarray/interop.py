@@ -45,11 +45,18 @@ def from_xarray(da: Any) -> NamedArray:
     {'station': 3, 'time': 2}
     """
     dims = getattr(da, "dims", None)
-    if dims is None or not hasattr(da, "values"):
+    if hasattr(da, "data_vars"):
+        raise TypeError("nx.from_xarray: expected an xarray.DataArray, got a Dataset; convert its variables "
+                        "one by one: {k: nx.from_xarray(ds[k]) for k in ds.data_vars}")
+    if dims is None or not hasattr(da, "values") or callable(da.values):
         raise TypeError(f"nx.from_xarray: expected an xarray.DataArray, got {type(da).__name__}")
     names = tuple(str(d) for d in dims)
     check_names(names, "nx.from_xarray")
-    return _make(jnp.asarray(da.values), names)
+    values = np.asarray(da.values)
+    if values.dtype.kind in "mMOSU":  # datetimes, objects, strings: no JAX dtype holds them
+        raise TypeError(f"nx.from_xarray: the DataArray holds {values.dtype} values, which JAX arrays cannot "
+                        f"hold; convert them to numbers first (e.g. da.astype('int64') for datetimes)")
+    return _make(jnp.asarray(values), names)
 
 
 def to_xarray(x: NamedArray, coords: Mapping[str, Any] | None = None, **kwargs: Any) -> Any:
@@ -100,6 +107,9 @@ def save_safetensors(tensors: Mapping[str, Any], path: str,
     for key, v in tensors.items():
         if not isinstance(key, str):
             raise TypeError(f"nx.save_safetensors: tensor names must be strings, got {key!r}")
+        if isinstance(v, (Mapping, list, tuple)):
+            raise TypeError(f"nx.save_safetensors: tensors must be a flat dict name -> array, but {key!r} "
+                            f"holds a {type(v).__name__}; flatten it first (e.g. keys joined with '/')")
         data = np.asarray(v.data if is_named(v) else v)
         arrays[key] = np.ascontiguousarray(data)
         layout[key] = {"names": list(v.names) if is_named(v) else None, "shape": list(data.shape)}
@@ -127,7 +137,10 @@ def load_safetensors(path: str) -> dict[str, Any]:
         meta = f.metadata() or {}
         layout = json.loads(meta.get(_METADATA_KEY, "{}"))
         for key in f.keys():  # noqa: SIM118  (safe_open is not a mapping)
-            data = f.get_tensor(key)
+            try:
+                data = f.get_tensor(key)
+            except AttributeError:  # a dtype numpy lacks (float8): safetensors' reader asks numpy for it
+                data = _raw_tensor(path, key)
             info = layout.get(key, {})
             if "shape" in info:
                 data = data.reshape(info["shape"])
@@ -141,3 +154,21 @@ def load_safetensors(path: str) -> dict[str, Any]:
             else:
                 out[key] = data
     return out
+
+
+def _raw_tensor(path: str, key: str) -> np.ndarray:
+    """Tensor ``key`` read from the file's own layout (an 8-byte header size, a JSON header, the bytes), for
+    the float8 dtypes that JAX has (through ml_dtypes) and safetensors' numpy reader does not."""
+    import ml_dtypes
+
+    dtypes = {"F8_E4M3": ml_dtypes.float8_e4m3fn, "F8_E5M2": ml_dtypes.float8_e5m2}
+    with open(path, "rb") as fh:
+        size = int.from_bytes(fh.read(8), "little")
+        info = json.loads(fh.read(size))[key]
+        if info["dtype"] not in dtypes:
+            raise TypeError(f"nx.load_safetensors: tensor {key!r} has dtype {info['dtype']}, which this "
+                            "reader does not know")
+        start, end = info["data_offsets"]
+        fh.seek(8 + size + start)
+        raw = fh.read(end - start)
+    return np.frombuffer(raw, dtype=dtypes[info["dtype"]]).reshape(info["shape"])

@@ -35,6 +35,31 @@ def test_to_xarray_asks_for_names_of_positional_axes():
     assert x.tag("row").to_xarray().sizes == {"row": 2, "k": 3}
 
 
+def test_from_xarray_refuses_what_jax_cannot_hold_by_name():
+    ds = xr.Dataset({"v": ("t", np.ones(3))})
+    with pytest.raises(TypeError, match=r"got a Dataset; .*nx.from_xarray\(ds\[k\]\)"):
+        nx.from_xarray(ds)
+    assert nx.from_xarray(ds["v"]).named_shape == {"t": 3}
+    dates = xr.DataArray(np.array(["2020-01-01", "2020-01-02"], dtype="datetime64[ns]"), dims=("t",))
+    with pytest.raises(TypeError, match=r"holds datetime64\[ns\] values"):
+        nx.from_xarray(dates)
+
+
+def test_safetensors_float8_round_trip_and_nested_dicts(tmp_path):
+    path = str(tmp_path / "f8.safetensors")
+    values = np.array([[0.5, -2.0, 3.0], [0.0, 1.5, -0.25]], np.float32)
+    tensors = {"a": nx.wrap(jnp.asarray(values, jnp.float8_e4m3fn), ["b", "c"]),
+               "e": nx.wrap(jnp.asarray(values[0], jnp.float8_e5m2), ["c"]), "plain": jnp.ones(2)}
+    nx.save_safetensors(tensors, path)
+    back = nx.load_safetensors(path)  # safetensors' own numpy reader has no float8
+    for k in ("a", "e"):
+        assert back[k].dtype == tensors[k].dtype and back[k].names == tensors[k].names
+        np.testing.assert_array_equal(np.asarray(back[k].data, np.float32),
+                                      np.asarray(tensors[k].data, np.float32))
+    with pytest.raises(TypeError, match="flat dict name -> array, but 'p' holds a dict"):
+        nx.save_safetensors({"p": {"w": jnp.ones(2)}}, path)
+
+
 def test_safetensors_round_trip_with_names_in_metadata(tmp_path, rng):
     from safetensors import safe_open
 
