@@ -40,8 +40,8 @@ from .array import NamedArray
 from .errors import AnnotationError
 from .xmap import LOOP_CHUNK_SUFFIX
 
-__all__ = ["ArrayType", "DType", "check", "Any", "Array", "bool_", "i8", "i16", "i32", "i64", "u8", "u16",
-           "u32", "u64", "bf16", "f16", "f32", "f64", "c64", "c128"]
+__all__ = ["ArrayType", "OneOf", "DType", "check", "Any", "Array", "bool_", "i8", "i16", "i32", "i64", "u8",
+           "u16", "u32", "u64", "bf16", "f16", "f32", "f64", "c64", "c128"]
 
 
 def _dim_text(d: Any) -> str:
@@ -104,6 +104,12 @@ class ArrayType:
     def __instancecheck__(self, value: Any) -> bool:
         return self.matches(value)
 
+    def __or__(self, other: Any) -> OneOf:
+        return OneOf((self, *_options(other)))
+
+    def __ror__(self, other: Any) -> OneOf:
+        return OneOf((*_options(other), self))
+
     def verify(self, value: Any, label: str, bindings: dict[str, tuple[int, str]],
                where: str = "nx.typing") -> None:
         """Raise :class:`AnnotationError` unless ``value`` fits; binds dimension variables in ``bindings``."""
@@ -149,6 +155,51 @@ class ArrayType:
             pairs = list(enumerate(dims))
         for axis, d in pairs:
             _match_dim(d, shape[axis], f"positional axis {axis}", label, bindings, self, where)
+
+
+class OneOf:
+    """``f32[(3,)] | None``: an annotation that any of its options fits (``typing.Optional[...]`` and
+    ``typing.Union[...]`` of annotations mean the same).
+
+    >>> from namedarray.typing import f32, i32
+    >>> t = f32[(3,)] | i32[(3,)] | None
+    >>> t.matches(None), t.matches(np.zeros(3, np.int32)), t.matches(np.zeros(4, np.float32))
+    (True, True, False)
+    """
+
+    __slots__ = ("options",)
+
+    def __init__(self, options: tuple):
+        self.options = tuple(None if o is type(None) else o for o in options)
+
+    def __or__(self, other: Any) -> OneOf:
+        return OneOf((*self.options, *_options(other)))
+
+    def __ror__(self, other: Any) -> OneOf:
+        return OneOf((*_options(other), *self.options))
+
+    def __repr__(self) -> str:
+        return " | ".join("None" if o is None else repr(o) for o in self.options)
+
+    def matches(self, value: Any) -> bool:
+        try:
+            _verify_tree(self, value, "the value", {}, "nx.typing")
+        except AnnotationError:
+            return False
+        return True
+
+
+def _options(ann: Any) -> tuple:
+    return ann.options if isinstance(ann, OneOf) else (ann,)
+
+
+def _union_options(ann: Any) -> tuple | None:
+    """The options of ``ann`` when it is a union (``a | b``, ``Optional[a]``, ``Union[a, b]``), else None."""
+    if isinstance(ann, OneOf):
+        return ann.options
+    if _t.get_origin(ann) in (_t.Union, types.UnionType):
+        return tuple(None if a is type(None) else a for a in _t.get_args(ann))
+    return None
 
 
 def _match_dim(expected: Any, actual: int, axis: str, label: str, bindings, ann: ArrayType,
@@ -284,7 +335,10 @@ def _is_annotation(ann: Any) -> bool:
         return any(_is_annotation(a) for a in ann)
     if isinstance(ann, Mapping):
         return any(_is_annotation(a) for a in ann.values())
-    if isinstance(ann, types.GenericAlias):  # tuple[...], list[...]
+    options = _union_options(ann)
+    if options is not None:
+        return any(_is_annotation(a) for a in options)
+    if isinstance(ann, types.GenericAlias):  # tuple[...], list[...], dict[...]
         return any(_is_annotation(a) for a in _t.get_args(ann) if a is not Ellipsis)
     return False
 
@@ -293,8 +347,34 @@ def _verify_tree(ann: Any, value: Any, label: str, bindings, where: str) -> None
     if isinstance(ann, ArrayType):
         ann.verify(value, label, bindings, where)
         return
+    options = _union_options(ann)
+    if options is not None:
+        if any(o is not None and not _is_annotation(o) for o in options):
+            return  # an option nx does not check (int, a class): the value may be that
+        failures = []
+        for option in options:
+            if option is None:
+                if value is None:
+                    return
+                failures.append(f"it is not None (it is of type {type(value).__name__})")
+                continue
+            trial = dict(bindings)  # an option that fails binds nothing
+            try:
+                _verify_tree(option, value, label, trial, where)
+            except AnnotationError as e:
+                failures.append(str(e).removeprefix(f"{where}: "))
+                continue
+            bindings.update(trial)
+            return
+        raise AnnotationError(f"{where}: {label} fits none of {OneOf(options)!r}: " + "; ".join(failures))
     if isinstance(ann, types.GenericAlias):
         origin, args = _t.get_origin(ann), _t.get_args(ann)
+        if origin is dict and len(args) == 2:
+            if not isinstance(value, Mapping):
+                raise AnnotationError(f"{where}: {label} is a {type(value).__name__}, expected a dict")
+            for k, v in value.items():
+                _verify_tree(args[1], v, f"{label}[{k!r}]", bindings, where)
+            return
         if origin in (tuple, list) and len(args) == 2 and args[1] is Ellipsis:
             if not isinstance(value, (tuple, list)):
                 raise AnnotationError(

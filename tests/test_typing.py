@@ -7,6 +7,8 @@ annotation inline, with the lint exemption that needs.
 
 from __future__ import annotations
 
+import typing
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -194,6 +196,32 @@ def test_check_pytrees_varargs_and_unannotated():
         r"variable 'n' is 3",
     ):
         f((jnp.ones(3), jnp.ones(4, jnp.int32)))
+
+
+MaybeVec3 = f32[(3,)] | None
+VecOrIntVecN = f32[("n",)] | i32[("n",)]
+EmbedDict = dict[str, f32[{"e": 4}]]  # noqa: F821  (a dim name, not a forward reference)
+
+
+def test_unions_optionals_and_dicts_of_annotations_are_checked():
+    @nx.typing.check
+    def f(x: MaybeVec3, y: typing.Optional[VecN], z: VecOrIntVecN, params: EmbedDict) -> VecN:  # noqa: UP045
+        return jnp.ones(z.shape[0])
+
+    params = {"w": named((4,), ["e"]), "v": named((4,), ["e"])}
+    f(None, None, jnp.ones(2, jnp.int32), params)
+    f(jnp.ones(3), jnp.ones(2), jnp.ones(2), params)  # 'n' bound by y, and z agrees
+    with pytest.raises(AnnotationError, match=r"argument 'x' fits none of f32\[\(3,\), \{\}\] \| None: "
+                                              r"argument 'x' positional axis 0 has size 4"):
+        f(jnp.ones(4), None, jnp.ones(2), params)
+    with pytest.raises(AnnotationError, match=r"argument 'z' fits none of .*size 2, but dimension variable "
+                                              r"'n' is 3"):
+        f(None, jnp.ones(3), jnp.ones(2), params)  # 'n' bound to 3 by y
+    with pytest.raises(AnnotationError, match=r"argument 'z' fits none of .*dtype int8"):
+        f(None, None, jnp.ones(2, jnp.int8), params)
+    with pytest.raises(AnnotationError, match=r"argument 'params'\['v'\] has dtype int32"):
+        f(None, None, jnp.ones(2), {"w": named((4,), ["e"]), "v": named((4,), ["e"], jnp.int32)})
+    assert MaybeVec3.matches(None) and not MaybeVec3.matches(jnp.ones(2))
 
 
 def test_string_annotations_are_resolved():
