@@ -80,15 +80,17 @@ def text_repr(x: Any) -> str:
 
 
 def html_repr(x: Any) -> str:
-    """``x._repr_html_()``: a table of the axes (positional, then named) and the values, for notebooks.
+    """``x._repr_html_()``: a table of the axes (positional, then named, in the order the values below are
+    printed in) and the values, for notebooks.
 
     >>> import namedarray as nx, jax.numpy as jnp
     >>> "<b>k</b></td><td>3</td><td>named" in html_repr(nx.wrap(jnp.zeros(3), ["k"]))
     True
     """
+    sizes = x.named_shape
     rows = "".join(
-        f"<tr><td><b>{html.escape(str(n))}</b></td><td>{s}</td><td>named</td></tr>"
-        for n, s in x.named_shape.items())
+        f"<tr><td><b>{html.escape(str(n))}</b></td><td>{sizes[n]}</td><td>named</td></tr>"
+        for n in getattr(x, "names", sizes))
     rows = "".join(f"<tr><td>#{i}</td><td>{s}</td><td>positional</td></tr>"
                    for i, s in enumerate(x.shape)) + rows
     values = _values(x)
