@@ -233,14 +233,18 @@ def _used(*operands):
 
 
 def _expected_dtype(fn, *operands):
-    """The dtype the positional program ``fn`` gives on the aligned operands (JAX's promotion rules)."""
-    def struct(o):
+    """The dtype the positional program ``fn`` gives, run eagerly as the named op is, on the aligned operands
+    (JAX's promotion rules; eagerly, ``x ** 3`` with a concrete 0-d integer exponent keeps ``x``'s dtype,
+    where a traced exponent would promote)."""
+    def concrete(o):
         if isinstance(o.value, (bool, int, float)):
             return o.value  # stays a weakly typed Python scalar
+        if not isinstance(o.value, nx.NamedArray) and np.ndim(o.value) == 0:
+            return jnp.asarray(o.value)  # a 0-d array, as the positional program has it
         dtype = o.value.dtype if isinstance(o.value, nx.NamedArray) else jnp.asarray(o.value).dtype
-        return jax.ShapeDtypeStruct(o.ref.shape, dtype)
+        return jnp.zeros(o.ref.shape, dtype)
 
-    return jax.eval_shape(lambda *a: fn(*a), *[struct(o) for o in operands]).dtype
+    return fn(*[concrete(o) for o in operands]).dtype
 
 
 def reference(np_fn, universe, pos, *operands):
