@@ -205,11 +205,18 @@ def _explain(trees: Sequence[Any], labels: Sequence[str], where: str, what: str)
     flat = [jax.tree_util.tree_flatten_with_path(t, is_leaf=is_named) for t in trees]
     if len({tree for _, tree in flat}) != 1:
         return
-    for key in (lambda v: tuple(np.shape(v)) if type(v) is not NamedArray else tuple(v.shape),
-                lambda v: jnp.dtype(jnp.result_type(v))):
+    def shape(v):
+        return tuple(v.shape) if type(v) is NamedArray else tuple(np.shape(v))
+
+    def dtype(v):  # None for a weakly typed value (a Python scalar): jax promotes it to the other side's
+        d = v.data if type(v) is NamedArray else v
+        weak = isinstance(d, (bool, int, float, complex)) or getattr(d, "weak_type", False)
+        return None if weak else jnp.dtype(jnp.result_type(d))
+
+    for key in (shape, dtype):
         for k, (path, _) in enumerate(flat[0][0]):
             leaves = [f[0][k][1] for f in flat]
-            if len({key(v) for v in leaves}) > 1:
+            if len({key(v) for v in leaves} - {None}) > 1:
                 at = keystr(path)
                 raise CarryError(
                     f"{where}: {what} (names broadcast, as in xmap; positional axes and dtypes do not), but "

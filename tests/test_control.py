@@ -224,6 +224,19 @@ def test_positional_shapes_and_dtypes_that_differ_name_the_leaf_in_user_terms():
         nx.lax.cond(True, lambda: x, lambda: x.astype(jnp.int32))
     with pytest.raises(TypeError):  # also the class jax.lax raises, for code that catches it
         nx.lax.switch(0, [lambda: x, lambda: x.sum("k") + jnp.ones(2)])
+    # a Python scalar is weakly typed: jax promotes it, so the leaf at fault is the other one
+    with pytest.raises(errors.CarryError, match=r"init_val\[1\] has positional shape \(2,\), named shape "
+                                                r"\{\}, dtype float32; .* dtype float16"):
+        nx.lax.fori_loop(0, 3, lambda i, c: (c[0] + jnp.int8(1), c[1].astype(jnp.float16)), (0, jnp.zeros(2)))
+
+
+def test_errors_that_are_not_about_the_carry_stay_jaxs():
+    step = lambda c: c + jnp.int8(1)  # noqa: E731  (jax promotes the weakly typed 0 to int8: a fine carry)
+    with pytest.raises(TypeError, match="lower and upper arguments to fori_loop must have equal types"):
+        nx.lax.fori_loop(0, 3.0, lambda i, c: step(c), 0)
+    with pytest.raises(TypeError, match="cond_fun must return a boolean scalar"):
+        nx.lax.while_loop(lambda c: jnp.array([True, False]), step, 0)
+    assert nx.lax.fori_loop(0, 3, lambda i, c: step(c), 0).dtype == jnp.int8
 
 
 def test_mismatches_other_than_names_are_still_jaxs_errors():
