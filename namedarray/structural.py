@@ -191,7 +191,12 @@ def _pad_impl(static, x):
 
 
 def _width(w: Any, axis: Any, where: str) -> tuple[int, int]:
-    pair = (w, w) if isinstance(w, (int, np.integer)) and not isinstance(w, bool) else tuple(w)
+    if isinstance(w, (int, np.integer)) and not isinstance(w, bool):
+        pair = (w, w)
+    elif np.ndim(w) == 1 and not isinstance(w, str):
+        pair = tuple(np.asarray(w).tolist())
+    else:
+        pair = ()
     if len(pair) != 2 or any(isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 0
                              for v in pair):
         raise AxisSpecError(f"{where}: the pad width of axis {axis!r} must be an int or a pair "
@@ -245,7 +250,9 @@ def pad(array: Any, pad_width: Any, mode: Any = "constant", **kwargs: Any) -> An
                                 f"({fmt_names(array.names) or 'none'}) nor one of its {p} positional axes")
         widths[i] = _width(w, axis, where)
     for k, v in kwargs.items():
-        if np.ndim(v) or isinstance(v, (list, tuple)):
-            raise AxisSpecError(f"{where}: with pad_width by name, {k} must be one value for every axis (got "
-                                f"{v!r}); per-axis values count positions, which a mapping does not")
+        # one value, or one (before, after) pair, for every axis; per-axis rows would count positions
+        if np.ndim(v) > 1 or (np.ndim(v) == 1 and np.shape(v)[0] != 2):
+            raise AxisSpecError(f"{where}: with pad_width by name, {k} must be one value or one (before, "
+                                f"after) pair for every padded axis (got {v!r}); per-axis values count "
+                                "positions, which a mapping does not")
     return engine.run(_pad_impl, (tuple(widths), mode, tuple(sorted(kwargs.items()))), (array,))

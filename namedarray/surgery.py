@@ -214,6 +214,10 @@ def split(ary: Any, indices_or_sections: Any, axis: Any = _NO_SECTIONS) -> list:
         sections, axis = axis, indices_or_sections
     else:
         sections, axis = indices_or_sections, 0 if axis is _NO_SECTIONS else axis
+    if isinstance(sections, np.integer):
+        sections = int(sections)
+    elif isinstance(sections, np.ndarray) and sections.ndim == 1:
+        sections = sections.tolist()  # cuts are static: a list, as jnp.split wants them
     if type(ary) is NamedArray and isinstance(axis, str) and axis in ary.names:
         size = ary.named_shape[axis]
         if isinstance(sections, (int, np.integer)) and not isinstance(sections, bool):

@@ -280,6 +280,8 @@ def test_unbind_positional_and_errors():
         nx.split(x, "k")
     with pytest.raises(errors.AxisSizeError, match="axis 'k' has size 3, which does not split into 2 equal"):
         nx.split(x, "k", 2)
+    assert [p.named_shape["k"] for p in nx.split(x, "k", np.int64(3))] == [1, 1, 1]  # NumPy ints and arrays
+    assert [p.named_shape["k"] for p in nx.split(x, "k", np.array([1, 9]))] == [1, 2, 0]
 
 
 @pytest.mark.parametrize("cuts", [[5], [2, 1], [-1], [0, 0, 3], [3, 9]])
@@ -362,6 +364,13 @@ def test_pad_errors_and_positional_widths():
         nx.pad(x, {"c": (1, 2, 3)})
     with pytest.raises(errors.AxisSpecError, match="key 0 is neither a name of the value"):
         nx.pad(x, {0: 1})
+    with pytest.raises(errors.AxisSpecError, match="the pad width of axis 'c' must be an int or a pair"):
+        nx.pad(x, {"c": True})
+    with pytest.raises(errors.AxisSpecError, match="one value or one \\(before, after\\) pair for every"):
+        nx.pad(x, {"c": 1}, constant_values=((1, 2), (3, 4)))
+    d = np.arange(6.0).reshape(2, 3)  # a (before, after) pair of constants is for every axis, as in np.pad
+    np.testing.assert_array_equal(nx.pad(nx.wrap(d, ["a", "c"]), {"c": (1, 2)}, constant_values=(7, 9))
+                                  .unwrap(["a", "c"]), np.pad(d, [(0, 0), (1, 2)], constant_values=(7, 9)))
     m = nx.wrap(jnp.arange(6.0).reshape(2, 3), [None, "c"])  # a sequence counts positions, lifted over names
     np.testing.assert_array_equal(nx.pad(m, 1).unwrap([None, "c"]), np.pad(np.arange(6.0).reshape(2, 3),
                                                                             [(1, 1), (0, 0)]))
