@@ -5,11 +5,11 @@ names whose sizes an enclosing ``nx.xmap`` binds. The result has positional shap
 ``named_shape`` together with the names of any NamedArray parameter (``p``, ``minval``, ``logits``, ...).
 
 Samples are independent along named axes: the named axes are drawn as extra trailing dimensions of one
-``jax.random`` call, in sorted order, and then stored in the order ``named_shape`` lists them (as
-``jax.random.normal(key, (layers, embed))`` would lay them out; names the key carries come last). So a result's values never depend on the
-order the names are listed in, are the same eagerly and under ``jit``, and (JAX's partitionable threefry
-being the default) do not depend on how it is sharded. A purely positional ``shape`` gives a value that
-is the same along every name, as in xmap.
+``jax.random`` call, in sorted order, and then stored in the order ``named_shape`` lists them, as
+``jax.random.normal(key, (layers, embed))`` would lay them out (names the key carries come last). So a
+result's values never depend on the order the names are listed in, are the same eagerly and under ``jit``,
+and (JAX's partitionable threefry being the default) do not depend on how it is sharded. A purely
+positional ``shape`` gives a value that is the same along every name, as in xmap.
 
 A key may itself carry names (e.g. ``nx.random.fold_in(key, nx.axis_index("i"))``, or
 ``nx.wrap(jax.random.split(key, 4), ["i"])``): each index then samples with its own key, and ``named_shape``
