@@ -205,6 +205,7 @@ def _explain(trees: Sequence[Any], labels: Sequence[str], where: str, what: str)
     flat = [jax.tree_util.tree_flatten_with_path(t, is_leaf=is_named) for t in trees]
     if len({tree for _, tree in flat}) != 1:
         return
+
     def shape(v):
         return tuple(v.shape) if type(v) is NamedArray else tuple(np.shape(v))
 
