@@ -18,7 +18,8 @@ from .array import NamedArray
 from .kernels import clear_caches
 from .mirror import FUNCTIONS as _FUNCTIONS
 from .nmap import nmap
-from .shape import NamedShape, canonical_order, fix_canonical_order
+from .orders import canonical_order, fix_canonical_order, reset_canonical_orders
+from .shape import NamedShape
 from .wrapping import rename, unwrap, wrap
 
 # The numpy mirror first; the named implementations below replace its lifted defaults.
@@ -46,7 +47,7 @@ from .creation import arange, empty, full, geomspace, linspace, logspace, ones, 
 from .distribute import from_process_local, jit, shard, sharding  # noqa: E402
 from .einsum import einsum  # noqa: E402
 from .env import axis_rules  # noqa: E402
-from .interop import from_xarray, load_safetensors, save_safetensors  # noqa: E402
+from .interop import from_xarray, load_safetensors, restore_checkpoint, save_safetensors  # noqa: E402
 from .norms import norm as _norm  # noqa: E402
 from .norms import vector_norm as _vector_norm  # noqa: E402
 from .scan import map, scan  # noqa: E402

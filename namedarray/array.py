@@ -32,7 +32,7 @@ import jax.numpy as jnp
 import numpy as np
 import optree
 
-from . import kernels
+from . import kernels, orders
 from .errors import (
     AxisSpecError,
     NamedAxisError,
@@ -41,7 +41,8 @@ from .errors import (
     fmt_names,
     not_an_array,
 )
-from .shape import NamedShape, canonical, check_names
+from .orders import canonical, order_key
+from .shape import NamedShape, check_names
 
 __all__ = ["NamedArray", "is_named", "as_storage", "from_storage"]
 
@@ -156,6 +157,11 @@ class NamedArray:
     def __hash__(self):
         raise TypeError("NamedArray is unhashable (like jax and NumPy arrays)")
 
+    def __reduce__(self):
+        # A pickle holds the storage as it is and the names in that order: it means the same in a process
+        # whose boundary orders differ, and it holds no cached flattened copy (see canonical_storage).
+        return _unpickle, (self.data, self.names)
+
     # ---- conversion ------------------------------------------------------------------------------------
 
     def _check_no_names(self, what: str) -> None:
@@ -247,6 +253,10 @@ def _make(data, names: tuple[str, ...]) -> NamedArray:
     obj.names = names
     obj._flat = None
     return obj
+
+
+def _unpickle(data, names: tuple[str, ...]) -> NamedArray:
+    return _make(as_storage(data), tuple(names))
 
 
 def is_named(v: Any) -> bool:
@@ -353,7 +363,7 @@ _ONE, _RAW, _TREE = "one", "raw", "tree"
 # The pytree boundary: canonical storage (nx.canonical_order), whatever order the value holds them in
 
 
-@functools.lru_cache(maxsize=4096)
+@functools.lru_cache(maxsize=4096)  # derived from the order table: reset with it
 def _canonical_perm(names: tuple[str, ...]) -> tuple[tuple[str, ...], tuple[int, ...]] | None:
     """(canonical names, their positions in ``names``), or None when ``names`` is already canonical."""
     canon = canonical(names)
@@ -375,10 +385,11 @@ def canonical_storage(x: NamedArray) -> tuple[Any, tuple[str, ...]]:
     plan = _canonical_perm(names)
     if plan is None:
         return x.data, names
-    flat = x._flat
-    if flat is not None and not flat[0].is_deleted():  # a copy donated to a jitted call is rebuilt
-        return flat
     canon, order = plan
+    flat = x._flat
+    # kept from an earlier flatten: unless it was donated to a jitted call, or the orders were reset since
+    if flat is not None and flat[1] == canon and not flat[0].is_deleted():
+        return flat
     d = x.data
     if not hasattr(d, "ndim"):  # JAX unflattens placeholders (object(), None) and flattens them again
         return d, canon
@@ -390,8 +401,10 @@ def canonical_storage(x: NamedArray) -> tuple[Any, tuple[str, ...]]:
 
 
 def _flatten_with_keys(x: NamedArray):
+    # The key names the order (``.data[embed,mlp]``): a checkpoint keyed by path records what each leaf
+    # means, and a target laid out in another order finds no matching path instead of a transposed leaf.
     d, names = canonical_storage(x)
-    return ((jax.tree_util.GetAttrKey("data"), d),), names
+    return ((jax.tree_util.GetAttrKey(order_key(names)), d),), names
 
 
 def _flatten(x: NamedArray):
@@ -401,7 +414,7 @@ def _flatten(x: NamedArray):
 
 def _optree_flatten(x: NamedArray):
     d, names = canonical_storage(x)
-    return (d,), names, ("data",)
+    return (d,), names, (order_key(names),)
 
 
 jax.tree_util.register_pytree_with_keys(
@@ -412,3 +425,5 @@ optree.register_pytree_node(
     NamedArray.tree_unflatten,
     namespace="namedarray",
 )
+
+orders.on_reset(_canonical_perm.cache_clear)

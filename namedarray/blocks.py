@@ -50,7 +50,7 @@ from .array import _make, canonical_storage, is_named
 from .distribute import _NO_MESH, active_mapping, shard
 from .errors import AxisSizeError, AxisSpecError, MissingResourceError, NamedAxisError
 from .layout import named_sizes
-from .shape import canonical
+from .orders import canonical
 
 __all__ = ["shard_map", "ShardMapped"]
 

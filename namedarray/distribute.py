@@ -43,7 +43,7 @@ from . import placement
 from .array import NamedArray, _make, canonical_storage, is_named
 from .errors import DivisibilityError, MissingResourceError
 from .layout import named_sizes
-from .shape import canonical
+from .orders import canonical
 
 __all__ = ["shard", "sharding", "jit", "Jitted", "from_process_local", "active_mapping"]
 
@@ -428,11 +428,12 @@ def from_process_local(x_local: NamedArray, resources: Mapping[str, Any] | None 
     m = _mesh(mesh)
     if m is None or isinstance(m, jax.sharding.AbstractMesh):
         raise MissingResourceError(f"{where}: {_NO_MESH}")
-    d = x_local.data
-    if isinstance(d, _Tracer):
+    if isinstance(x_local.data, _Tracer):
         raise TypeError(f"{where}: x_local must hold concrete data (it builds a global array from it), not a "
                         "traced value; call it outside jit")
-    names = x_local.names
+    # Every process lays its block out in the boundary order of the names, which the processes of a job
+    # agree on: blocks built in different orders on different processes still meet axis by axis.
+    d, names = canonical_storage(x_local)
     msizes = placement.mesh_sizes(m)
     placement.check({n: 0 for n in names}, mapping, m, where)  # mesh axes and conflicts; sizes below
     spec = placement.storage_spec(d.ndim, names, mapping.get)

@@ -5,9 +5,12 @@
 * ``nx.save_safetensors(tensors, path)`` / ``nx.load_safetensors(path)``: a flat dict of NamedArrays (and
   plain arrays) in a safetensors file, each tensor's names in the file's metadata (the ``[safetensors]``
   extra), so a file read back has the same names, whatever order they were stored in.
-* Orbax checkpoints need nothing from here: a pytree of NamedArrays saves as it is, and restores into
-  ``nx.shard(jax.eval_shape(init, key))``, the abstract tree laid out by the rules in force, with names and
-  shardings (see README, "Checkpoints and interop").
+* Orbax checkpoints: a pytree of NamedArrays saves as it is. Each leaf's key path names its order
+  (``w.data[embed,mlp]``), so the checkpoint says what every leaf means. ``checkpointer.restore(path,
+  target)`` restores into a target laid out in the same orders, e.g. ``nx.shard(jax.eval_shape(init, key))``
+  in the program that saved it, and refuses (orbax's "Structure mismatch" naming both paths) a target whose
+  orders differ, never transposing a leaf. ``nx.restore_checkpoint(checkpointer, path, target)`` restores
+  by name whatever the orders of either side (see README, "Checkpoints and interop").
 
 >>> import namedarray as nx, jax.numpy as jnp
 >>> x = nx.wrap(jnp.zeros((2, 3)), ["batch", "embed"])
@@ -21,14 +24,16 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 
 from .array import NamedArray, _make, is_named
 from .errors import AxisSpecError, PositionalMisuseError, fmt_names
+from .orders import canonical, order_key, parse_order_key
 from .shape import check_names
 
-__all__ = ["from_xarray", "to_xarray", "save_safetensors", "load_safetensors"]
+__all__ = ["from_xarray", "to_xarray", "save_safetensors", "load_safetensors", "restore_checkpoint"]
 
 _METADATA_KEY = "namedarray.names"
 
@@ -172,3 +177,100 @@ def _raw_tensor(path: str, key: str) -> np.ndarray:
         fh.seek(8 + size + start)
         raw = fh.read(end - start)
     return np.frombuffer(raw, dtype=dtypes[info["dtype"]]).reshape(info["shape"])
+
+
+# --------------------------------------------------------------------------------------------------------
+# Orbax: restoring by name
+
+
+def restore_checkpoint(checkpointer: Any, path: Any, target: Any) -> Any:
+    """Restore a checkpoint into ``target``'s structure, names and shardings, matching axes by name.
+
+    ``checkpointer`` is an orbax ``StandardCheckpointer`` (anything with ``metadata(path)`` and
+    ``restore(path, target)``); ``target`` the abstract tree to restore into, e.g.
+    ``nx.shard(jax.eval_shape(init, key))``.
+    Each NamedArray is read in the order the checkpoint recorded for it (its key path, ``data[a,b]``) and
+    comes back with its names, so a program whose boundary orders differ from the saving program's gets the
+    right values, where ``checkpointer.restore(path, target)`` refuses the mismatched paths. Saved names that
+    differ from the target's (a renamed axis) are an :class:`~namedarray.errors.AxisSpecError` naming both.
+
+    >>> import namedarray as nx, jax.numpy as jnp, orbax.checkpoint as ocp, tempfile, os
+    >>> path = os.path.join(tempfile.mkdtemp(), "ckpt")
+    >>> ckptr = ocp.StandardCheckpointer()
+    >>> ckptr.save(path, {"w": nx.wrap(jnp.arange(6.0).reshape(2, 3), ["embed", "mlp"])})
+    >>> ckptr.wait_until_finished()
+    >>> target = {"w": nx.wrap(jnp.zeros((3, 2)), ["mlp", "embed"])}
+    >>> nx.restore_checkpoint(ckptr, path, target)["w"].unwrap(["embed", "mlp"]).tolist()
+    [[0.0, 1.0, 2.0], [3.0, 4.0, 5.0]]
+    """
+    where = "nx.restore_checkpoint"
+    meta = checkpointer.metadata(path)
+    meta = getattr(meta, "item_metadata", meta)
+    meta = getattr(meta, "tree", meta)
+    saved: dict[tuple[str, ...], dict[str, Any]] = {}  # a node's path -> {its child keys: metadata}
+    for p, m in jax.tree_util.tree_flatten_with_path(meta)[0]:
+        keys = _path_strings(p)
+        saved.setdefault(keys[:-1], {})[keys[-1]] = m
+
+    leaves, tree = jax.tree_util.tree_flatten_with_path(target, is_leaf=is_named)
+    request, plans = [], []
+    for p, v in leaves:
+        if not is_named(v):
+            request.append(v)
+            plans.append(None)
+            continue
+        at = _path_strings(p)
+        label = jax.tree_util.keystr(p) or "the target"
+        found = {parse_order_key(k): k for k in saved.get(at, {}) if parse_order_key(k) is not None}
+        names = v.names
+        key = next((k for order, k in found.items() if set(order) == set(names)), None)
+        if key is None and names and found == {(): "data"}:
+            key = "data"  # saved before key paths named orders (or without names): see below
+        if key is None:
+            if not found:  # not in the checkpoint at all: orbax's own message says which paths it holds
+                request.append({order_key(canonical(names)): _abstract(v, canonical(names))})
+                plans.append((order_key(canonical(names)), canonical(names)))
+                continue
+            held = " or ".join(str(sorted(o)) for o in found)
+            raise AxisSpecError(f"{where}: the checkpoint holds {label} with the names {held}, the target "
+                                f"has {sorted(names)}")
+        order = parse_order_key(key)
+        if key == "data" and len(names) > 1:  # saved before keys named their order: the order is unknown
+            raise AxisSpecError(
+                f"{where}: the checkpoint holds {label} (names {sorted(names)}) without its axis order (it "
+                "was saved under the key 'data'); restore it with checkpointer.restore in a program whose "
+                f"boundary order of these names is the saving program's (nx.fix_canonical_order)")
+        if key == "data":
+            order = names
+        request.append({key: _abstract(v, order)})
+        plans.append((key, order))
+    restored = tree.flatten_up_to(checkpointer.restore(path, jax.tree_util.tree_unflatten(tree, request)))
+    out = [r if plan is None else _make(r[plan[0]], plan[1]) for r, plan in zip(restored, plans)]
+    return jax.tree_util.tree_unflatten(tree, out)
+
+
+def _path_strings(path) -> tuple[str, ...]:
+    """A key path as the strings a path-keyed checkpoint uses for it."""
+    out = []
+    for k in path:
+        for attr in ("key", "name", "idx"):
+            if hasattr(k, attr):
+                out.append(str(getattr(k, attr)))
+                break
+        else:
+            out.append(str(k))
+    return tuple(out)
+
+
+def _abstract(v: NamedArray, order: tuple[str, ...]) -> Any:
+    """The abstract storage of ``v`` with its names in ``order``: shape, dtype and sharding permuted."""
+    d = v.data
+    p = d.ndim - len(v.names)
+    perm = tuple(range(p)) + tuple(p + v.names.index(n) for n in order)
+    shape = tuple(d.shape[i] for i in perm)
+    sharding = getattr(d, "sharding", None)
+    if isinstance(sharding, jax.sharding.NamedSharding):
+        spec = tuple(sharding.spec) + (None,) * (d.ndim - len(sharding.spec))
+        sharding = jax.sharding.NamedSharding(sharding.mesh,
+                                              jax.sharding.PartitionSpec(*(spec[i] for i in perm)))
+    return jax.ShapeDtypeStruct(shape, d.dtype, sharding=sharding)

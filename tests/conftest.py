@@ -28,32 +28,25 @@ def rng():
 
 @contextlib.contextmanager
 def fresh_canonical_orders():
-    """Run as a fresh process would: no name set has a canonical order yet.
+    """Run as a fresh process would: no name set has a boundary order yet (``nx.reset_canonical_orders``).
 
-    A name set flattens in the order it first flattened in, in this process; tests that count compiled
-    layouts must not depend on which tests ran before them in the same worker.
+    A name set flattens in the order it first flattened in; tests that count compiled layouts must not
+    depend on which tests ran before them in the same worker.
     """
-    import importlib
+    import namedarray as nx
 
-    array = importlib.import_module("namedarray.array")
-    shape = importlib.import_module("namedarray.shape")  # (nx.shape is jnp.shape's mirror)
-
-    saved = dict(shape._ORDERS)
-    shape._ORDERS.clear()
-    array._canonical_perm.cache_clear()
+    nx.reset_canonical_orders()
     try:
         yield
     finally:
-        shape._ORDERS.clear()
-        shape._ORDERS.update(saved)
-        array._canonical_perm.cache_clear()
+        nx.reset_canonical_orders()
 
 
 @pytest.fixture(autouse=True)
 def _fresh_canonical_orders_per_test():
     """Every test starts as a fresh process would, whatever ran before it in the same worker: which tests
     share a pytest-xdist worker changes from run to run, and the first flatten of a name set fixes its
-    storage order for the rest of the process."""
+    storage order."""
     with fresh_canonical_orders():
         yield
 

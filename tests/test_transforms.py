@@ -195,14 +195,18 @@ def test_optree_namespace(xw):
     back = optree.tree_unflatten(spec, leaves)
     np.testing.assert_array_equal(back["x"].unwrap({0: "batch", 2: "k"}), xd)
     paths = optree.tree_paths(tree, namespace="namedarray")
-    assert ("x", "data") in paths
+    assert ("x", f"data[{','.join(nx.canonical_order(['batch', 'k']))}]") in paths  # the key names the order
 
 
-def test_key_paths_name_the_data_field(xw):
+def test_key_paths_name_the_data_field_and_its_order(xw):
     x, *_ = xw
     with fresh_canonical_orders():  # x's order is its set's (the first to flatten), whatever ran before
         [(path, leaf)] = jax.tree_util.tree_flatten_with_path(x)[0]
-    assert jax.tree_util.keystr(path) == ".data" and leaf is x.data
+    assert jax.tree_util.keystr(path) == ".data[batch,k]" and leaf is x.data
+    with fresh_canonical_orders():
+        nx.fix_canonical_order(["k", "batch"])  # flattened in the other order, the key says so
+        [(path, leaf)] = jax.tree_util.tree_flatten_with_path(x)[0]
+    assert jax.tree_util.keystr(path) == ".data[k,batch]" and leaf.shape == (3, 4, 2)
 
 
 def test_checkpoint_under_grad(xw):
