@@ -197,8 +197,9 @@ def _job_order(order: tuple[str, ...], fixing: bool) -> tuple[str, ...]:
         try:
             got = client.blocking_key_value_get(key, _TIMEOUT_MS)
         except Exception:
+            where = "nx.fix_canonical_order" if fixing else "flattening a NamedArray"
             raise NamedAxisError(
-                f"{'nx.fix_canonical_order' if fixing else 'flattening a NamedArray'}: could not agree on the "
+                f"{where}: could not agree on the "
                 f"boundary order of the names {sorted(order)} with the other processes of this job through "
                 f"the coordination service ({e})") from None
         return tuple(json.loads(got))
