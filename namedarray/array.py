@@ -5,10 +5,12 @@ the named axes last, in the order ``names`` gives. The positional shape is deriv
 transforms that slice a leading positional axis (``vmap``, ``scan``, ``lax.map``) keep a NamedArray valid.
 The order of the named axes is free inside a computation and canonical at the pytree boundary (see
 :mod:`namedarray.layout`): a NamedArray flattens to exactly one leaf, its storage with the names in the
-canonical order of their set (``nx.canonical_order``: the order the set first flattened in), and those
-names are the pytree's static aux data. So two NamedArrays with the same positional
-shape, named shape and dtype have the same pytree structure whatever order their axes were given in, and
-``lax.cond`` branches, ``scan`` carries and ``tree_map`` over differently built arrays just work.
+boundary order of their set (:mod:`namedarray.orders`: the order the set first flattened in, in this job),
+and those names are the pytree's static aux data and its key (``.data[a,b]``, so that checkpoints keyed by
+path record what each leaf means). A pickle holds the storage as it is and the names. So two NamedArrays
+with the same positional shape, named shape and dtype have the same pytree structure whatever order their
+axes were given in, and ``lax.cond`` branches, ``scan`` carries and ``tree_map`` over differently built
+arrays just work.
 
 A transform's ``in_axes``/``out_axes`` count axes of that flattened leaf: map a positional axis, counted
 from the front (``0 <= axis < x.ndim``). A negative or larger axis reaches the named axes; when that leaves
@@ -427,3 +429,4 @@ optree.register_pytree_node(
 )
 
 orders.on_reset(_canonical_perm.cache_clear)
+kernels.register_cache(_canonical_perm.cache_clear)

@@ -12,8 +12,9 @@ order of the named axes is free: *natural inside, canonical at the pytree bounda
   (:func:`align`).
 * Flattening (``jax.tree.flatten``, every jit boundary, ``scan`` carries, ``cond`` branches) gives the
   *canonical* storage (:func:`namedarray.array.canonical_storage`): the names in the one order fixed for
-  their set, ``nx.canonical_order`` (:func:`namedarray.shape.canonical`), which is the order the set first
-  flattened in (or one ``nx.fix_canonical_order`` gave). So two NamedArrays with equal positional shape,
+  their set, ``nx.canonical_order`` (:mod:`namedarray.orders`), which is the order the set first
+  flattened in, in this job (or one ``nx.fix_canonical_order`` gave), and which every value that leaves
+  the job carries with it. So two NamedArrays with equal positional shape,
   named shape and dtype have equal pytree structure however they were built; parameters, batches and
   optimiser state cross jit in the order the program built them in, whatever their names are spelled;
   and a transpose is needed only where a value leaves a trace in another order than its set's (XLA fuses
