@@ -90,8 +90,11 @@ def test_shard_map_equals_xmap_and_the_unsharded_run(mesh_shape, data):
         got = nx.shard_map(f, resources=resources)(nx.wrap(xd, x_names), nx.wrap(yd, y_names))
     assert got.named_shape == shape.named_shape and got.shape == shape.shape
     got = np.asarray(got.unwrap(out_axes))
-    np.testing.assert_allclose(got, np.asarray(unsharded), rtol=2e-5, atol=2e-5)
-    np.testing.assert_allclose(got, np.asarray(via_xmap), rtol=2e-5, atol=2e-5)
+    # normalising by a split name sums its squares blockwise: where a row's variance is near the epsilon
+    # (two nearly equal values), float32 rounding of that sum moves the result by ~1e-4
+    tol = 2e-4 if op in ("layer_norm", "std") else 2e-5
+    np.testing.assert_allclose(got, np.asarray(unsharded), rtol=tol, atol=tol)
+    np.testing.assert_allclose(got, np.asarray(via_xmap), rtol=tol, atol=tol)
 
 
 # ------------------------------------------------------------------------------------------------------
