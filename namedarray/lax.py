@@ -1,10 +1,12 @@
 """``nx.lax``: ``jax.lax`` for NamedArrays.
 
-* The collectives over names (:mod:`namedarray.collectives`): ``psum``, ``pmean``, ``pmax``, ``pmin``,
+* The collectives over names (:mod:`namedarray.sharding.collectives`): ``psum``, ``pmean``, ``pmax``,
+  ``pmin``,
   ``all_gather``, ``ppermute``, ``pshuffle``, ``psum_scatter``, ``all_to_all``, ``pswapaxes``,
   ``pbroadcast``, ``pcast``, ``axis_index``, ``axis_size``, and ``pdot`` (a contraction over names, from
-  :mod:`namedarray.contract`).
-* Control flow (:mod:`namedarray.control`): ``cond``, ``switch``, ``fori_loop``, ``while_loop``, ``scan``
+  :mod:`namedarray.ops.contract`).
+* Control flow (:mod:`namedarray.transforms.control`): ``cond``, ``switch``, ``fori_loop``, ``while_loop``,
+  ``scan``
   and ``map`` are ``jax.lax``'s, with carries and branch outputs broadcast by name as xmap did (a carry that
   loses a name through a ``psum`` in the body is broadcast back along it).
 * Other functions of pytrees (``stop_gradient``, ``associative_scan``, ...) are ``jax.lax``'s own: a
@@ -22,7 +24,9 @@ from __future__ import annotations
 
 import jax
 
-from .collectives import (
+from .engine.lifting import rest_of
+from .ops.contract import pdot
+from .sharding.collectives import (
     all_gather,
     all_to_all,
     axis_index,
@@ -38,9 +42,7 @@ from .collectives import (
     psum_scatter,
     pswapaxes,
 )
-from .contract import pdot
-from .control import cond, fori_loop, map, scan, switch, while_loop
-from .lifted import rest_of
+from .transforms.control import cond, fori_loop, map, scan, switch, while_loop
 
 __all__ = ["psum", "pmean", "pmax", "pmin", "all_gather", "ppermute", "pshuffle", "psum_scatter",
            "all_to_all", "pswapaxes", "pbroadcast", "pcast", "axis_index", "axis_size", "pdot",

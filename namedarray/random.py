@@ -38,14 +38,14 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from . import engine
-from .array import NamedArray, from_storage
-from .creation import NamedShapeLike, named_shape_arg
+from .core.array import NamedArray, from_storage
+from .core.shape import join_sizes
+from .core.wrapping import untag, wrap
+from .engine import dispatch as engine
+from .engine.lifting import rest_of
+from .engine.nmap import nmap
 from .errors import AxisSizeError, AxisSpecError, fmt_names
-from .lifted import rest_of
-from .nmap import nmap
-from .shape import join_sizes
-from .wrapping import untag, wrap
+from .ops.creation import NamedShapeLike, named_shape_arg
 
 __all__ = ["key", "PRNGKey", "key_data", "wrap_key_data", "split", "fold_in", "normal", "uniform",
            "bernoulli", "randint", "truncated_normal", "gumbel", "exponential", "laplace", "logistic",

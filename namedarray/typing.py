@@ -36,9 +36,9 @@ from typing import Any
 import jax.numpy as jnp
 import numpy as np
 
-from .array import NamedArray
+from .adapter.xmap import LOOP_CHUNK_SUFFIX
+from .core.array import NamedArray
 from .errors import AnnotationError
-from .xmap import LOOP_CHUNK_SUFFIX
 
 __all__ = ["ArrayType", "OneOf", "DType", "check", "Any", "Array", "bool_", "i8", "i16", "i32", "i64", "u8",
            "u16", "u32", "u64", "bf16", "f16", "f32", "f64", "c64", "c128"]

@@ -8,7 +8,8 @@ import optax
 import pytest
 
 import namedarray as nx
-from namedarray import engine, errors
+from namedarray import errors
+from namedarray.engine import dispatch as engine
 
 
 @pytest.fixture

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from jax import lax
 
 import namedarray as nx
-from namedarray import engine
+from namedarray.engine import dispatch as engine
 from namedarray.errors import AxisSizeError, AxisSpecError, DuplicateAxisError, UnboundAxisError
 
 NAMES = ["a", "batch", "k", "m2", "out"]

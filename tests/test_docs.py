@@ -12,7 +12,10 @@ from conftest import fresh_canonical_orders
 
 import namedarray
 
-MODULES = sorted(m.name for m in pkgutil.iter_modules(namedarray.__path__))
+# every module of the package, in every layer folder (a folder's __init__ is its layer's essay)
+MODULES = sorted(m.name.removeprefix("namedarray.")
+                 for m in pkgutil.walk_packages(namedarray.__path__, "namedarray."))
+LAYERS = {"core", "engine", "ops", "transforms", "sharding", "adapter", "interop", "surface"}
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
 GUIDES = sorted((ROOT / "docs").glob("*.md"))
@@ -27,7 +30,7 @@ def test_module_docstring_examples(name):
 
 def test_every_module_has_examples():
     without = []
-    for name in MODULES:
+    for name in sorted(set(MODULES) - LAYERS):
         mod = importlib.import_module(f"namedarray.{name}")
         if not any(t.examples for t in doctest.DocTestFinder().find(mod)):
             without.append(name)

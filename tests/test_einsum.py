@@ -12,10 +12,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import namedarray as nx
-from namedarray import engine
+from namedarray.engine import dispatch as engine
 from namedarray.errors import AxisSizeError, EinsumSpecError
 
-einsum_mod = importlib.import_module("namedarray.einsum")  # the module (nx.einsum is the function)
+einsum_mod = importlib.import_module("namedarray.ops.einsum")  # the module (nx.einsum is the function)
 
 LETTERS = "abcdef"
 NAMES = ["batch", "k", "m", "x1", "Heads"]

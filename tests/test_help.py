@@ -9,8 +9,8 @@ import jax.numpy as jnp
 import pytest
 
 import namedarray as nx
-from namedarray.docstrings import RULES
-from namedarray.mirror import FUNCTIONS
+from namedarray.engine.docstrings import RULES
+from namedarray.ops.mirror import FUNCTIONS
 
 
 def first_paragraph(f) -> str:

@@ -16,7 +16,9 @@ import numpy as np
 import pytest
 
 import namedarray as nx
-from namedarray import errors, lifted, mirror
+from namedarray import errors
+from namedarray.engine import lifting as lifted
+from namedarray.ops import mirror
 
 X = nx.wrap(np.arange(12, dtype=np.float32).reshape(3, 4) / 12 + 0.5, ["a", "b"])  # all named: shape ()
 KEY = jax.random.key(0)

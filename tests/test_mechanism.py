@@ -19,7 +19,7 @@ import pytest
 from conftest import fresh_canonical_orders
 
 import namedarray as nx
-from namedarray import engine
+from namedarray.engine import dispatch as engine
 
 _COMPILES: list[str] = []
 

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 import namedarray as nx
-from namedarray import kernels
+from namedarray.core import kernels
 
 MB = 2**20
 SMALL_TABLE = 16

@@ -9,7 +9,7 @@ import pytest
 
 import namedarray as nx
 from namedarray.errors import PositionalMisuseError
-from namedarray.mirror import REDUCTIONS as REDUCTION_NAMES
+from namedarray.ops.mirror import REDUCTIONS as REDUCTION_NAMES
 
 D = np.arange(1, 25, dtype=np.float32).reshape(2, 3, 4) / 4
 

@@ -15,9 +15,10 @@ import pytest
 from jax import lax
 
 import namedarray as nx
-from namedarray import errors, kernels
+from namedarray import errors
+from namedarray.core import kernels
 
-xmap_module = importlib.import_module("namedarray.xmap")
+xmap_module = importlib.import_module("namedarray.adapter.xmap")
 
 
 def assert_same(actual, expected):

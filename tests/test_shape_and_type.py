@@ -223,8 +223,9 @@ def test_repr_of_an_abstract_value(x):
     assert "<pre" not in r._repr_html_()
 
 
-@pytest.mark.parametrize("module", ["array", "shape", "specs", "wrapping", "engine", "mirror", "structural",
-                                    "indexing", "methods", "render", "nmap", "errors", "env"])
+@pytest.mark.parametrize("module", ["core.array", "core.shape", "core.specs", "core.wrapping", "core.env",
+                                    "engine.dispatch", "engine.nmap", "ops.mirror", "ops.structural",
+                                    "ops.indexing", "surface.methods", "interop.render", "errors"])
 def test_docstring_examples_of_the_core_modules(module):
     import doctest
     import importlib

@@ -18,7 +18,7 @@ from meshes import auto_mesh, collectives, explicit_mesh, in_context, legacy, me
 
 import namedarray as nx
 from namedarray import errors
-from namedarray.array import is_named
+from namedarray.core.array import is_named
 
 RULES = {"batch": "data", "embed": "model"}
 TRAILING = {1: "batch", 2: "embed"}  # back to positions, after the positional axis

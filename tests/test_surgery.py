@@ -13,7 +13,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import namedarray as nx
-from namedarray import engine, errors
+from namedarray import errors
+from namedarray.engine import dispatch as engine
 
 POOL = ("a", "bb", "c1", "seq", "head_dim")
 

@@ -1,4 +1,5 @@
-"""Values that leave the process mean the same wherever they are read (README, "Speed"; namedarray.orders).
+"""Values that leave the process mean the same wherever they are read (README, "Speed";
+namedarray.core.orders).
 
 A name set's boundary order is the order it first flattened in, in this job: processes of one job agree on
 it through the coordination service, and checkpoints, pickles and safetensors files carry their orders. Each
@@ -22,7 +23,7 @@ import pytest
 from conftest import fresh_canonical_orders
 
 import namedarray as nx
-from namedarray import orders
+from namedarray.core import orders
 from namedarray.errors import AxisSpecError
 
 HERE = os.path.dirname(os.path.abspath(__file__))

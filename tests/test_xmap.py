@@ -14,7 +14,7 @@ import pytest
 from jax.test_util import check_grads
 
 import namedarray as nx
-from namedarray.array import NamedArray
+from namedarray.core.array import NamedArray
 
 
 def xm(f, in_axes, out_axes, **kw):

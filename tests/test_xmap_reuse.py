@@ -20,7 +20,7 @@ from jax.sharding import PartitionSpec as P
 import namedarray as nx
 from namedarray import errors
 
-xmap_module = importlib.import_module("namedarray.xmap")
+xmap_module = importlib.import_module("namedarray.adapter.xmap")
 
 
 def mesh8(names=("x",)):

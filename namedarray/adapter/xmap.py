@@ -1,0 +1,915 @@
+"""``nx.xmap``: assign a positional signature to a function written with named axes.
+
+``nx.xmap(fun, in_axes, out_axes)`` is the adapter that ``jax.experimental.maps.xmap`` was, rebuilt on
+NamedArrays and ``jax.jit``. Per argument leaf, ``in_axes`` names some positional axes; ``fun`` receives
+NamedArrays carrying those names (whole axes: a NamedArray is a global view, there are no per-device
+shards to think about); per output leaf, ``out_axes`` puts the names back at positions of the result.
+
+>>> import namedarray as nx, jax.numpy as jnp
+>>> x = jnp.arange(10).reshape(2, 5)
+>>> nx.xmap(jnp.vdot, in_axes=({0: "left"}, {1: "right"}), out_axes=["left", "right", ...])(x, x.T).tolist()
+[[30, 80], [80, 255]]
+
+The call is ``jax.jit`` of: wrap each argument leaf by its spec -> bind the axis sizes (``nx.env``) -> call
+``fun`` -> check each output and unwrap it by its spec. Inside, named operations (reductions over bound
+names, collectives, ``nx.nn.one_hot``, named random) ask the bound sizes. Specs are xmap's:
+
+* ``{0: "batch", 2: "k"}``: positions of the input (for outputs: positions of the final output);
+* ``["batch", "k", ...]``: the leading axes; ``None`` keeps one positional; ``[...]``/``{}``: no names;
+* ``["batch", None]`` without ``...``: the same, and asserts the rank;
+* a pytree of those, a prefix of the arguments (matched against the tuple of positional arguments; a top-level
+  list is read as that tuple) or of the outputs. A tuple or list of names is one spec.
+
+``axis_resources`` maps names to mesh axes of the mesh in context (``jax.set_mesh`` or ``with Mesh(...)``)
+and to serial loops (:class:`SerialLoop`, :func:`serial_loop`); it never changes results.
+
+* Mesh axes: inside the body every argument and output is constrained by xmap's partitioning rule (a value
+  is split over a mesh axis iff its named shape has a name mapped to it, replicated otherwise); on Explicit
+  mesh axes the body runs on an Auto view of the mesh and the outputs are resharded at the end.
+* A serial loop computes the body over chunks of the looped axis, one after the other (``lax.map``), so
+  the body's intermediates are one chunk in size. Inside the body, a chunk of axis ``i`` is named
+  ``"i@loop-chunk"``, and referring to ``i`` (a reduction or collective over it, ``axis_index``, named
+  random) is an error, as in xmap: the body only sees one chunk at a time.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import functools
+import math
+import re
+import threading
+import weakref
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.sharding import AxisType, NamedSharding, PartitionSpec
+from jax.tree_util import SequenceKey, keystr
+
+from ..core import env as _env
+from ..core import kernels, placement
+from ..core.array import NamedArray, _make, from_storage, is_named, transpose
+from ..core.layout import align
+from ..core.shape import check_name
+from ..core.specs import AxisSpec, is_spec_leaf, parse
+from ..core.wrapping import wrap
+from ..errors import (
+    AxisNameShadowingError,
+    AxisSizeError,
+    AxisSpecError,
+    MissingResourceError,
+    NamedAxisError,
+    RankError,
+    ResourceConflictError,
+    UnboundAxisError,
+    UnplacedAxisError,
+    fmt_names,
+)
+from . import resources as _res
+from .resources import SerialLoop, serial_loop
+
+__all__ = ["xmap", "XMapped", "SerialLoop", "serial_loop"]
+
+_WHERE = "nx.xmap"
+_Tracer = jax.core.Tracer
+
+
+# --------------------------------------------------------------------------------------------------------
+# Specs
+
+
+def _is_leaf(s: Any) -> bool:
+    # None is read as "no names" (like `{}`); a list/tuple with an ellipsis is always meant as one spec, so a
+    # malformed one (`[("a", "b"), ...]`) is reported as a bad spec rather than taken apart as a pytree.
+    return (s is None or is_spec_leaf(s)
+            or (isinstance(s, (list, tuple)) and any(e is Ellipsis for e in s)))
+
+
+def _spec_text(entry: Any) -> str:
+    """One spec leaf as xmap's messages print it: ``['i', ...]``."""
+    if isinstance(entry, (list, tuple)):
+        return "[" + ", ".join("..." if e is Ellipsis else repr(e) for e in entry) + "]"
+    return repr(entry)
+
+
+def _tree_text(tree: Any) -> str:
+    """A spec tree as the user would write it (``...`` rather than ``Ellipsis``)."""
+    if tree is Ellipsis:
+        return "..."
+    if isinstance(tree, list):
+        return "[" + ", ".join(map(_tree_text, tree)) + "]"
+    if isinstance(tree, tuple):
+        return "(" + ", ".join(map(_tree_text, tree)) + ("," if len(tree) == 1 else "") + ")"
+    if isinstance(tree, Mapping):
+        return "{" + ", ".join(f"{k!r}: {_tree_text(v)}" for k, v in tree.items()) + "}"
+    return repr(tree)
+
+
+class _Leaf:
+    """One parsed spec leaf and the user's spelling of it (for messages)."""
+
+    __slots__ = ("spec", "text")
+
+    def __init__(self, spec: AxisSpec, text: str):
+        self.spec = spec
+        self.text = text
+
+
+def _parse_tree(tree: Any, what: str) -> tuple[list[tuple[tuple, _Leaf]], Any]:
+    _check_dict_keys(tree, _is_leaf, f"{_WHERE} {what}", "specification", what == "in_axes")
+    leaves, treedef = jax.tree_util.tree_flatten_with_path(tree, is_leaf=_is_leaf)
+    out = []
+    for path, entry in leaves:
+        where = f"{_WHERE} {what}" + (f" at {keystr(path)}" if path else "")
+        try:
+            spec = parse(entry, where, what=f"{what} argument specification")
+        except AxisSpecError as e:
+            if "but got" in str(e) or "bare string" in str(e):
+                raise AxisSpecError(
+                    f"{where}: a value mapping specification can be either\n"
+                    "- a list of axis names (possibly ending with the ellipsis object: ...), or\n"
+                    "- a dictionary that maps positional axes (integers) to axis names (e.g. {2: 'name'})\n"
+                    f"but got: {_spec_text(entry)}") from None
+            raise
+        out.append((path, _Leaf(spec, _spec_text(entry))))
+    return out, treedef
+
+
+_DICTS = (dict, collections.defaultdict)  # the dicts JAX flattens in sorted key order
+
+
+def _unsortable_dict(tree: Any, is_leaf: Callable[[Any], bool]) -> tuple[tuple, Any] | None:
+    """The first dict in ``tree`` whose keys cannot be sorted (JAX cannot flatten it): (path, dict)."""
+    def stop(x):
+        return type(x) in _DICTS or is_leaf(x)
+
+    for path, sub in jax.tree_util.tree_flatten_with_path(tree, is_leaf=stop)[0]:
+        if type(sub) not in _DICTS or is_leaf(sub):
+            continue
+        try:
+            keys = sorted(sub)
+        except TypeError:
+            return tuple(path), sub
+        for k in keys:
+            found = _unsortable_dict(sub[k], is_leaf)
+            if found is not None:
+                return tuple(path) + (jax.tree_util.DictKey(k),) + found[0], found[1]
+    return None
+
+
+def _check_dict_keys(tree: Any, is_leaf: Callable[[Any], bool], where: str, kind: str,
+                     arguments: bool) -> None:
+    """Report a dict with keys of mixed types (``{0: "i", "a": "j"}``) in a spec tree or a value, which
+    JAX would only report as a failure to sort pytree dictionary keys."""
+    found = _unsortable_dict(tree, is_leaf)
+    if found is None:
+        return
+    path, d = found
+    if kind == "specification":
+        where += f" at {keystr(path)}" if path else ""
+        if arguments and path and isinstance(path[0], SequenceKey):
+            where += f" ({_label(path, 'argument')})"
+    else:
+        where += _label(path, "argument" if arguments else "output")
+    types = sorted({type(k).__name__ for k in d})
+    keys = ", ".join(repr(k) for k in d)
+    if kind == "specification":
+        role = "argument" if arguments else "output"
+        hint = ("A dictionary spec maps positional axes (integers) to axis names, e.g. {0: 'batch'}; a "
+                f"dictionary of specs, matching a dict {role}, needs keys of one sortable type (e.g. all "
+                "strings)")
+        shown = _tree_text(d)
+    else:
+        hint = "JAX flattens a dict in sorted key order, so its keys must be of one sortable type"
+        shown = "a dict"
+    raise AxisSpecError(
+        f"{where}: {shown} has keys of mixed types ({', '.join(types)}): {keys}. {hint}") from None
+
+
+def _label(path: tuple, what: str) -> str:
+    """``argument 1 at ['w']`` / ``output 0`` / ``the output``, from a path into the args or outputs."""
+    if what == "argument":
+        if not path or not isinstance(path[0], SequenceKey):
+            return "the arguments" + (f" at {keystr(path)}" if path else "")
+        rest = path[1:]
+        return f"argument {path[0].idx}" + (f" at {keystr(rest)}" if rest else "")
+    return f"output {keystr(path)}" if path else "the output"
+
+
+def _freeze(tree: Any) -> Any:
+    """A hashable stand-in for a spec tree (for the compilation cache)."""
+    if isinstance(tree, Mapping):
+        return ("dict", tuple(sorted(((repr(k), _freeze(v)) for k, v in tree.items()))))
+    if isinstance(tree, (list, tuple)):
+        return (type(tree).__name__, tuple(_freeze(v) for v in tree))
+    hash(tree)
+    return tree
+
+
+# --------------------------------------------------------------------------------------------------------
+# Positional functions of jax passed directly: use their named implementations
+
+
+_MODULES = ("jax.numpy", "jax.nn", "jax.lax", "jax.scipy.special", "jax.numpy.linalg", "jax.numpy.fft",
+            "jax.scipy.linalg", "jax.scipy.stats", "jax.scipy.signal")
+
+
+@functools.lru_cache(maxsize=1)
+def _jax_index() -> dict[int, tuple[str, str, Any]]:
+    import importlib
+
+    index: dict[int, tuple[str, str, Any]] = {}
+    for modname in _MODULES:
+        try:
+            mod = importlib.import_module(modname)
+        except ImportError:
+            continue
+        for name in dir(mod):
+            if name.startswith("_"):
+                continue
+            obj = getattr(mod, name)
+            if callable(obj) and not isinstance(obj, type):
+                index.setdefault(id(obj), (modname, name, obj))  # first module wins (jax.numpy first)
+    return index
+
+
+# where each jax module's functions have their named versions (a submodule of nx, "" for nx itself)
+_NAMED_HOMES = {"jax.numpy": "", "jax.nn": "nn", "jax.lax": "lax", "jax.numpy.linalg": "linalg",
+                "jax.numpy.fft": "fft"}
+
+
+def named_function(fun: Callable) -> Callable:
+    """``fun`` itself, or, for a function of jax.numpy / jax.nn / jax.lax / jax.scipy, its named version.
+
+    ``jnp.f`` -> ``nx.f``, ``jax.nn.f`` -> ``nx.nn.f``, ``jax.lax.f`` -> ``nx.lax.f``, ``jnp.linalg.f`` ->
+    ``nx.linalg.f``, ``logsumexp`` -> ``nx.nn.logsumexp``; any other function of those modules ->
+    ``nx.nmap(f)``. A ``functools.partial`` of one is mapped the same way.
+
+    >>> import jax.numpy as jnp, namedarray as nx
+    >>> named_function(jnp.vdot) is nx.vdot
+    True
+    """
+    if isinstance(fun, functools.partial):
+        inner = named_function(fun.func)
+        return fun if inner is fun.func else functools.partial(inner, *fun.args, **fun.keywords)
+    hit = _jax_index().get(id(fun))
+    if hit is None or hit[2] is not fun:
+        return fun
+    modname, name, _ = hit
+    import namedarray as nx
+
+    if modname == "jax.scipy.special" and name == "logsumexp":
+        return nx.nn.logsumexp
+    home = _NAMED_HOMES.get(modname)
+    if home is not None:
+        # nx.lax hands back jax.lax's own functions of pytrees (cond, scan, ...): they take NamedArrays as is
+        f = getattr(getattr(nx, home) if home else nx, name, None)
+        if callable(f):
+            return f
+    return nx.nmap(fun)
+
+
+# --------------------------------------------------------------------------------------------------------
+# The adapter
+
+
+def xmap(fun: Callable, in_axes: Any, out_axes: Any, *, axis_sizes: Mapping[str, int] | None = None,
+         axis_resources: Mapping[str, Any] | None = None, donate_argnums: int | Sequence[int] = (),
+         backend: str | None = None) -> XMapped:
+    """Assign a positional signature to ``fun``, a function of NamedArrays.
+
+    ``in_axes``/``out_axes``: xmap axis specifications (see the module docstring), pytree prefixes of the
+    arguments / outputs. ``axis_sizes``: sizes of names no argument carries (for ``nx.axis_index``, named
+    random, broadcast outputs). ``axis_resources``: name -> mesh axis, tuple of mesh axes (major to minor),
+    or a serial loop last. ``donate_argnums``: as in ``jax.jit``. ``backend``: a platform name, checked.
+
+    The result is called with positional arguments, runs compiled (``jax.jit``), and has ``.lower(*args)``.
+
+    >>> import namedarray as nx, jax.numpy as jnp
+    >>> f = nx.xmap(lambda x: x.sum("i"), in_axes=["i", ...], out_axes=[...])
+    >>> f(jnp.arange(6.0).reshape(3, 2)).tolist()
+    [6.0, 9.0]
+    >>> nx.xmap(lambda: 2.0, in_axes=(), out_axes=["i"], axis_sizes={"i": 3})().tolist()
+    [2.0, 2.0, 2.0]
+    """
+    return XMapped(fun, in_axes, out_axes, axis_sizes=axis_sizes, axis_resources=axis_resources,
+                   donate_argnums=donate_argnums, backend=backend)
+
+
+class _Config:
+    """Everything about one ``nx.xmap(...)`` that does not depend on the call."""
+
+    def __init__(self, fun, in_axes, out_axes, axis_sizes, axis_resources, donate_argnums, backend):
+        if not callable(fun):
+            raise TypeError(f"{_WHERE}: fun must be callable, got {fun!r}")
+        self.fun = named_function(fun)
+        self.name = getattr(fun, "__name__", type(fun).__name__)
+        self.orig_in_axes = in_axes
+        if isinstance(in_axes, list) and not _is_leaf(in_axes):
+            in_axes = tuple(in_axes)  # a top-level list is the argument list (jax issue #2367)
+        if isinstance(out_axes, tuple) and out_axes == ():
+            raise AxisSpecError(f"{_WHERE}: out_axes=() declares no outputs, but xmapped functions cannot "
+                                "have no return values (use out_axes=None for a function that returns None)")
+        self.in_axes, self.out_axes = in_axes, out_axes
+        self.in_leaves, self.in_tree = _parse_tree(in_axes, "in_axes")
+        self.out_leaves, self.out_tree = _parse_tree(out_axes, "out_axes")
+
+        sizes: dict[str, int] = {}
+        for name, size in (axis_sizes or {}).items():
+            check_name(name, f"{_WHERE} axis_sizes")
+            if not isinstance(size, (int, np.integer)) or isinstance(size, bool) or size < 0:
+                raise AxisSizeError(
+                    f"{_WHERE}: axis_sizes[{name!r}] must be a non-negative int, got {size!r}")
+            sizes[name] = int(size)
+        self.axis_sizes = sizes
+        in_names = {n for _, leaf in self.in_leaves for n in leaf.spec.names}
+        self.in_names = in_names
+        self.defined = frozenset(in_names | set(sizes))
+        out_names = {n for _, leaf in self.out_leaves for n in leaf.spec.names}
+        undefined = out_names - self.defined
+        if undefined:
+            raise UnplacedAxisError(
+                f"{_WHERE}: all axis names appearing in out_axes must also appear in in_axes or axis_sizes, "
+                f"but the following are missing: {_set_text(undefined)} (an inner nx.xmap cannot place the "
+                "names of an enclosing one; they pass through its outputs as named axes)")
+        self.resources = _res.parse_resources(axis_resources, _WHERE)
+        unres = set(self.resources) - self.defined
+        if unres:
+            raise MissingResourceError(
+                f"{_WHERE}: all axes that were assigned resources have to appear in in_axes or axis_sizes, "
+                f"but the following are missing: {_set_text(unres)}")
+        if isinstance(donate_argnums, (int, np.integer)):
+            donate_argnums = (int(donate_argnums),)
+        self.donate_argnums = tuple(sorted({int(i) for i in donate_argnums}))
+        if backend is not None and not isinstance(backend, str):
+            raise TypeError(f"{_WHERE}: backend must be a platform name such as 'cpu', got {backend!r}")
+        self.backend = backend
+        try:
+            self.key = (fun, _freeze(self.orig_in_axes), _freeze(out_axes), tuple(sorted(sizes.items())),
+                        tuple(sorted(self.resources.items())), self.donate_argnums, backend)
+            hash(self.key)
+        except TypeError:
+            self.key = None
+
+
+def _set_text(names) -> str:
+    return "{" + ", ".join(repr(n) for n in sorted(names)) + "}"
+
+
+# Compiled callables shared by equal nx.xmap(...) constructions under equal contexts, so that building the
+# same xmap twice (or under a new but equal mesh) does not retrace `fun`. Bounded: it keeps `fun` alive.
+# An nx.xmap whose configuration cannot be a key (an unhashable `fun` or spec) keeps its own cache instead,
+# bounded too (a new mesh or rule context is a new entry). Every read and write of them holds _CACHE_LOCK: a
+# lookup followed by move_to_end must not race with another thread's eviction. nx.clear_caches() empties all.
+_CACHE: collections.OrderedDict = collections.OrderedDict()
+_CACHE_SIZE = 256
+_LOCAL_CACHE_SIZE = 8
+_CACHE_LOCK = threading.Lock()
+_UNSHARED: weakref.WeakSet = weakref.WeakSet()  # the XMapped objects with their own cache
+
+
+def _clear_compiled() -> None:
+    with _CACHE_LOCK:
+        _CACHE.clear()
+        for f in list(_UNSHARED):
+            f._local_cache.clear()
+
+
+kernels.register_cache(_clear_compiled)
+
+
+class XMapped:
+    """The callable ``nx.xmap`` returns: ``f(*args)`` and ``f.lower(*args)``.
+
+    >>> import jax.numpy as jnp, namedarray as nx
+    >>> nx.xmap(lambda x: x.sum("i"), in_axes=["i", ...], out_axes=[...])
+    nx.xmap(<lambda>, in_axes=['i', ...], out_axes=[...])
+    """
+
+    def __init__(self, fun, in_axes, out_axes, *, axis_sizes=None, axis_resources=None, donate_argnums=(),
+                 backend=None):
+        self._cfg = _Config(fun, in_axes, out_axes, axis_sizes, axis_resources, donate_argnums, backend)
+        self._local_cache: collections.OrderedDict = collections.OrderedDict()
+        self._backend_checked = False
+        if self._cfg.key is None:
+            with _CACHE_LOCK:
+                _UNSHARED.add(self)
+        functools.update_wrapper(self, fun, updated=())
+
+    def __repr__(self) -> str:
+        cfg = self._cfg
+        return (f"nx.xmap({cfg.name}, in_axes={_tree_text(cfg.orig_in_axes)}, "
+                f"out_axes={_tree_text(cfg.out_axes)})")
+
+    def _check_backend(self) -> None:
+        backend = self._cfg.backend
+        if backend is None or self._backend_checked:
+            return
+        try:
+            jax.devices(backend)
+        except RuntimeError as e:
+            raise MissingResourceError(f"{_WHERE}: backend {backend!r} is not available here ({e})") from None
+        self._backend_checked = True
+
+    def _compiled(self, plan: _res.Plan, key: tuple, outer: _env.AxisEnv):
+        cfg = self._cfg
+        ctx = (key, None if outer is _env.EMPTY else outer)
+        full = (cfg.key, ctx) if cfg.key is not None else None
+        cache, k = (_CACHE, full) if full is not None else (self._local_cache, ctx)
+        with _CACHE_LOCK:
+            fn = cache.get(k)
+            if fn is not None:
+                cache.move_to_end(k)
+                return fn
+        # jax.jit only wraps (it traces on the first call), so building it outside the lock is cheap; if
+        # another thread stored one meanwhile, that one is used, so all callers share one compilation.
+        new = jax.jit(_named_trace(cfg, plan), donate_argnums=cfg.donate_argnums)
+        with _CACHE_LOCK:
+            fn = cache.setdefault(k, new)
+            cache.move_to_end(k)
+            limit = _CACHE_SIZE if cache is _CACHE else _LOCAL_CACHE_SIZE
+            while len(cache) > limit:
+                cache.popitem(last=False)
+        return fn
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if kwargs:
+            raise TypeError(f"{_WHERE}: xmapped functions accept positional arguments only, got keyword "
+                            f"arguments {sorted(kwargs)}")
+        self._check_backend()
+        plan, key = _res.resolve(self._cfg.resources, _WHERE)
+        outer = _env.current()
+        if outer.sizes:
+            # Inside an enclosing nx.xmap: already being traced there; run inline (its names pass through).
+            return _trace(self._cfg, plan, *args)
+        try:
+            if self._cfg.backend is not None and plan.mesh is None:
+                args = _to_backend(args, self._cfg.backend)
+            if plan.mesh is not None and not isinstance(plan.mesh, jax.sharding.AbstractMesh):
+                args = _place_args(self._cfg, plan, args, donate=True)
+            with _env.synced():
+                return self._compiled(plan, key, outer)(*args)
+        except ValueError as e:
+            if not isinstance(e, NamedAxisError):  # jax.jit could not flatten the arguments: say why
+                _check_value_keys(args, "in_axes")
+            raise
+
+    def lower(self, *args: Any) -> jax.stages.Lowered:
+        """Lower for these arguments (arrays or ``jax.ShapeDtypeStruct``): ``.compile()``, ``.as_text()``.
+
+        >>> import jax, jax.numpy as jnp, namedarray as nx
+        >>> f = nx.xmap(lambda x: x * 2, in_axes=["i", ...], out_axes=["i", ...])
+        >>> f.lower(jax.ShapeDtypeStruct((4, 3), jnp.float32)).compile()(jnp.ones((4, 3))).shape
+        (4, 3)
+        """
+        self._check_backend()
+        plan, key = _res.resolve(self._cfg.resources, _WHERE)
+        try:
+            if plan.mesh is not None and not isinstance(plan.mesh, jax.sharding.AbstractMesh):
+                args = _place_args(self._cfg, plan, args)
+            return self._compiled(plan, key, _env.current()).lower(*args)
+        except ValueError as e:
+            if not isinstance(e, NamedAxisError):
+                _check_value_keys(args, "in_axes")
+            raise
+
+
+def _named_trace(cfg: _Config, plan: _res.Plan) -> Callable:
+    def call(*args):
+        return _trace(cfg, plan, *args)
+
+    # the compiled module is named after `fun` (jit_xmap_<name>), which is what profiles and HLO dumps show
+    call.__name__ = "xmap_" + "".join(c if c.isalnum() else "_" for c in cfg.name)
+    call.__qualname__ = call.__name__
+    return call
+
+
+def _place_args(cfg: _Config, plan: _res.Plan, args: tuple, donate: bool = False) -> tuple:
+    """Arguments laid out as their names require (xmap's in_shardings), so each device receives only its
+    block; already placed arguments are untouched. Anything the traced call will reject is left alone so
+    that it reports the error. In a multi-process run an argument that holds this process's data only is
+    this process's slice of the global argument, as in xmap.
+
+    ``donate`` (a call, not ``.lower``): an argument of ``donate_argnums`` that must be moved is moved with
+    ``jax.device_put(..., donate=True)``, so that the caller's buffer is released as the call's donation
+    promises, unless the same array is also passed elsewhere in the call."""
+    try:
+        matched, tree = _match(cfg.in_tree, cfg.in_leaves, args, "in_axes", cfg.in_axes, len(args))
+    except AxisSpecError:
+        return args
+    msizes = placement.mesh_sizes(plan.mesh)
+    leaves = []
+    changed = False
+    donated = set(cfg.donate_argnums) if donate else set()
+    ids = collections.Counter(id(v) for _, _, v in matched) if donated else None
+    multi = jax.process_count() > 1
+    for leaf, path, v in matched:
+        if isinstance(v, (jax.Array, np.ndarray, jax.ShapeDtypeStruct)) and not isinstance(v, _Tracer):
+            local = multi and placement.is_process_local(v)
+            # a process's slice is sized by its devices, so divisibility is checked on the global array
+            sharding = _arg_sharding(leaf.spec, v.shape, plan, msizes, check_sizes=not local)
+            if local and sharding is None:
+                sharding = NamedSharding(plan.mesh, PartitionSpec())
+            if sharding is not None and (local or not placement.is_placed(v, sharding)):
+                if isinstance(v, jax.ShapeDtypeStruct):
+                    v = jax.ShapeDtypeStruct(v.shape, v.dtype, sharding=sharding, weak_type=v.weak_type)
+                else:
+                    give = (isinstance(v, jax.Array) and path and isinstance(path[0], SequenceKey)
+                            and path[0].idx in donated and ids[id(v)] == 1)
+                    v = placement.place(v, sharding, donate=give, local_blocks=True)
+                changed = True
+        leaves.append(v)
+    return jax.tree.unflatten(tree, leaves) if changed else args
+
+
+def _arg_sharding(spec: AxisSpec, shape: tuple, plan: _res.Plan, msizes: Mapping[str, int],
+                  check_sizes: bool = True):
+    if spec.min_rank() > len(shape) or (spec.rank is not None and spec.rank != len(shape)):
+        return None
+    dims = [_POSITIONAL] * len(shape)
+    used: set[str] = set()
+    for pos, name in spec.axes:
+        axes = plan.mesh_axes(name)
+        if not axes or (check_sizes and shape[pos] % math.prod(msizes[a] for a in axes)):
+            continue
+        if used & set(axes):  # a resource conflict: reported by the traced call, with the names
+            return None
+        used |= set(axes)
+        dims[pos] = name
+    if not used:
+        return None
+    return NamedSharding(plan.mesh, placement.storage_spec(len(dims), tuple(dims), plan.mesh_axes))
+
+
+def _to_backend(args, backend: str):
+    device = jax.local_devices(backend=backend)[0]
+
+    def move(v):
+        if isinstance(v, jax.core.Tracer):
+            return v
+        if isinstance(v, jax.Array) and all(d.platform == device.platform for d in v.devices()):
+            return v
+        if isinstance(v, (jax.Array, np.ndarray, np.generic)):
+            return jax.device_put(v, device)
+        return v
+
+    return jax.tree.map(move, args)
+
+
+# --------------------------------------------------------------------------------------------------------
+# Tracing: entry, body, exit
+
+
+def _match(treedef, leaves: list[tuple[tuple, _Leaf]], value: Any, what: str, user_spec: Any, nargs=None):
+    """Broadcast the spec prefix ``treedef`` over ``value``: ([(spec leaf, path, leaf)], value treedef)."""
+    try:
+        subtrees = treedef.flatten_up_to(value)
+    except (ValueError, TypeError):
+        _check_value_keys(value, what)
+        value_tree = jax.tree.structure(value, is_leaf=is_named)
+        msg = (f"{_WHERE}: {what} specification must be a tree prefix of the corresponding value, got "
+               f"specification {user_spec!r} for value tree {value_tree}.")
+        if what == "in_axes":
+            msg += (" Note that xmap in_axes that are non-trivial pytrees should always be wrapped in a "
+                    "tuple representing the argument list.")
+            if nargs == 1:
+                msg += (" In particular, you're passing in a single argument which means that xmap in_axes "
+                        "might need to be wrapped in a singleton tuple.")
+        raise AxisSpecError(msg) from None
+    matched = []
+    for (spath, leaf), sub in zip(leaves, subtrees):
+        try:
+            flat = jax.tree_util.tree_flatten_with_path(sub, is_leaf=is_named)[0]
+        except ValueError:
+            _check_value_keys(value, what)
+            raise
+        for vpath, v in flat:
+            matched.append((leaf, tuple(spath) + tuple(vpath), v))
+    return matched, jax.tree.structure(value, is_leaf=is_named)
+
+
+def _check_value_keys(value: Any, what: str) -> None:
+    """Arguments (``what="in_axes"``) or outputs that JAX cannot flatten (a dict with keys of mixed types):
+    an AxisSpecError naming where. Cheap for the values xmap meets: it only looks into dicts."""
+    arguments = what == "in_axes"
+    _check_dict_keys(value, is_named, f"{_WHERE}: ", "value", arguments)
+
+
+def _pos_shape(v) -> tuple[int, ...]:
+    if type(v) is NamedArray:
+        return tuple(v.shape)
+    return tuple(np.shape(v))
+
+
+def _infer_sizes(cfg: _Config, matched) -> tuple[dict[str, int], dict[str, str]]:
+    sizes = dict(cfg.axis_sizes)
+    origin = {n: "given in axis_sizes" for n in sizes}
+    for leaf, path, v in matched:
+        spec = leaf.spec
+        shape = _pos_shape(v)
+        label = _label(path, "argument")
+        if spec.rank is not None and len(shape) != spec.rank:
+            raise RankError(
+                f"{_WHERE}: {label} has an in_axes specification of {leaf.text}, which asserts that it "
+                f"should be of rank {spec.rank}, but the argument has rank {len(shape)} (and shape {shape})")
+        need = spec.min_rank()
+        if need > len(shape):
+            raise RankError(
+                f"{_WHERE}: {label} has an in_axes specification of {leaf.text}, which implies that it has "
+                f"at least {need} dimensions, but the argument has rank {len(shape)} (shape {shape})")
+        for pos, name in spec.axes:
+            d = shape[pos]
+            if name in sizes and sizes[name] != d:
+                raise AxisSizeError(
+                    f"{_WHERE}: the size of axis {name!r} was previously inferred to be {sizes[name]} "
+                    f"({origin[name]}), but {label} has shape {shape} with in_axes specification "
+                    f"{leaf.text}: shape mismatch in dimension {pos}: {d} != {sizes[name]}")
+            if name not in sizes:
+                sizes[name] = d
+                origin[name] = f"inferred from {label}"
+        if type(v) is NamedArray:
+            clash = sorted(set(v.names) & cfg.defined)
+            if clash:
+                raise AxisNameShadowingError(
+                    f"{_WHERE}: {label} is a NamedArray that already carries named axes {fmt_names(clash)}, "
+                    "which this nx.xmap defines again (disallowed axis name shadowing); rename one of them")
+    missing = sorted(cfg.in_names - set(sizes))
+    if missing:
+        raise AxisSizeError(
+            f"{_WHERE}: failed to infer size of axes: {', '.join(missing)}. You've probably passed in empty "
+            "containers in place of arguments that had those axes in their in_axes. Provide the sizes of "
+            "missing axes explicitly via axis_sizes to fix this error.")
+    return sizes, origin
+
+
+class _Ctx:
+    """What the entry, body and exit of one traced call share."""
+
+    def __init__(self, cfg: _Config, plan: _res.Plan, sizes: dict[str, int], resources: dict[str, tuple],
+                 cmesh: Any):
+        self.cfg = cfg
+        self.plan = plan
+        self.sizes = sizes
+        self.resources = resources  # every name in scope (outer ones too) -> resource names
+        self.cmesh = cmesh  # the mesh constraints refer to (an all-Auto view when the mesh is Explicit)
+
+    def mesh_axes(self, name: str) -> tuple[str, ...]:
+        return self.plan.mesh_axes(name, self.resources)
+
+    def constrain(self, x: NamedArray) -> NamedArray:
+        if self.cmesh is None:
+            return x
+        return _res.constrain_named(x, self.plan, self.cmesh, self.resources)
+
+
+def _trace(cfg: _Config, plan: _res.Plan, *args):
+    """The body of the compiled call (also run inline inside an enclosing nx.xmap)."""
+    matched, arg_tree = _match(cfg.in_tree, cfg.in_leaves, args, "in_axes", cfg.in_axes, len(args))
+    sizes, origin = _infer_sizes(cfg, matched)
+    outer = _env.current()
+    _res.check_divisible(plan, sizes, _WHERE, origin)
+    resources = {**outer.resources, **plan.axes}
+
+    with contextlib.ExitStack() as stack:
+        cmesh = plan.mesh
+        explicit = plan.explicit
+        if explicit:
+            # Explicit mesh axes put shardings in the types, where contractions over split names would need
+            # out_sharding at every op. The body runs on an all-Auto view of the mesh instead (as
+            # jax.sharding.auto_axes does), and the outputs are resharded on the Explicit axes at the end.
+            cmesh = plan.mesh.abstract_mesh.update_axis_types({n: AxisType.Auto for n in explicit})
+            stack.enter_context(jax.sharding.use_abstract_mesh(cmesh))
+            matched = [(leaf, path, jax.sharding.reshard(_as_array(v), PartitionSpec()))
+                       if type(v) is not NamedArray else (leaf, path, v) for leaf, path, v in matched]
+        ctx = _Ctx(cfg, plan, sizes, resources, cmesh)
+
+        wrapped = []
+        for leaf, path, v in matched:
+            x = wrap(v, leaf.spec, where=_WHERE)
+            label = _label(path, "argument")
+            c = _res.conflict(x.names, resources)
+            if c is not None:
+                raise ResourceConflictError(_res.conflict_message(
+                    *c, f"{label} of the xmapped function {cfg.name}"))
+            wrapped.append(ctx.constrain(x))
+
+        looped = {n: plan.loop[1] for n in plan.looped} if plan.loop is not None else {}
+        for n in looped:  # the chunk of a looped axis carries another name inside the loop body
+            resources[_hidden(n)] = resources[n]
+        with _env.bind(sizes, resources=resources, mesh=cmesh, loops=looped, where=_WHERE):
+            if looped:
+                out = _run_looped(ctx, arg_tree, wrapped, looped)
+            else:
+                out = _call(cfg, jax.tree.unflatten(arg_tree, wrapped))
+            out = _fit_out_tree(cfg.out_axes, out)
+            out_matched, out_tree = _match(cfg.out_tree, cfg.out_leaves, out, "out_axes", cfg.out_axes)
+            results = [_exit(ctx, v, leaf, _label(path, "output")) for leaf, path, v in out_matched]
+
+    if explicit:
+        results = [_reshard_explicit(ctx, r, spec) for r, spec in results]
+    else:
+        results = [r for r, _ in results]
+    return jax.tree.unflatten(out_tree, results)
+
+
+def _call(cfg: _Config, args: tuple) -> Any:
+    """``fun(*args)``; a jax.lax collective over a name this nx.xmap binds says to use nx's.
+
+    The names of nx.xmap are nx's, not JAX's axis names, so ``jax.lax.psum(x, "i")`` in the body fails with
+    JAX's "unbound axis name" NameError; xmap-era code meets it first, so it is told what to write instead.
+    """
+    try:
+        return cfg.fun(*args)
+    except NameError as e:
+        if isinstance(e, NamedAxisError):
+            raise
+        m = re.search(r"unbound axis name: ([^\s.]+)", str(e))
+        if m is None or m.group(1) not in _env.current().sizes:
+            raise
+        name = m.group(1)
+        raise UnboundAxisError(
+            f"{_WHERE}: {cfg.name} calls a jax.lax collective over {name!r} ({str(e).splitlines()[0]}). The "
+            f"names of nx.xmap are nx's: use nx.psum(x, {name!r}), nx.pmean, nx.axis_index({name!r}), "
+            f"nx.nn.one_hot(..., axis={name!r}) and the other nx functions, which take them") from None
+
+
+def _as_array(v):
+    return v if hasattr(v, "ndim") else jnp.asarray(v)
+
+
+def _fit_out_tree(out_axes: Any, out: Any) -> Any:
+    # A top-level list of specs for a tuple of results (or the reverse) means the same thing.
+    if isinstance(out_axes, list) and not _is_leaf(out_axes) and type(out) is tuple:
+        return list(out)
+    if isinstance(out_axes, tuple) and not _is_leaf(out_axes) and type(out) is list:
+        return tuple(out)
+    return out
+
+
+def _exit(ctx: _Ctx, value: Any, leaf: _Leaf, label: str):
+    """Check one output and place its names: (array or NamedArray of pass-through names, storage spec)."""
+    spec = leaf.spec
+    x = value if type(value) is NamedArray else _make(_as_array(value), ())
+    placed = spec.as_dict()
+    placed_names = set(placed.values())
+    extra = sorted(n for n in x.names if n in ctx.sizes and n not in placed_names)
+    if extra:
+        raise UnplacedAxisError(
+            f"{_WHERE}: {label} has an out_axes specification of {leaf.text}, but is actually mapped along "
+            f"more axes defined by this xmap call: {', '.join(extra)}. Give them positions in out_axes, or "
+            f"reduce them in the function (e.g. nx.sum(y, {extra[0]!r}))")
+    p = x.ndim
+    final_rank = p + len(placed)
+    if spec.rank is not None and final_rank != spec.rank:
+        raise RankError(
+            f"{_WHERE}: {label} has an out_axes specification of {leaf.text}, which asserts that it should "
+            f"be of rank {spec.rank}, but the output has rank {final_rank} (and shape "
+            f"{_final_shape(x.shape, placed, ctx.sizes)})")
+    need = spec.min_rank() - len(placed)
+    if need > p:
+        raise RankError(
+            f"{_WHERE}: {label} has an out_axes specification of {leaf.text}, which requires the result of "
+            f"the xmapped function to have at least {need} positional dimensions, but it only has {p} (shape "
+            f"{x.shape})")
+    missing = [placed[r] for r in sorted(placed) if placed[r] not in x.names]  # in output position order
+    if missing:
+        c = _res.conflict(tuple(x.names) + tuple(missing), ctx.resources)
+        if c is not None:
+            a, b, r = c
+            bc, have = (b, a) if b in missing else (a, b)
+            raise ResourceConflictError(
+                f"{_WHERE}: {label} of the xmapped function {ctx.cfg.name} is broadcast along axis {bc!r} "
+                f"which is assigned to resources {_res.loop_label(r)!r}, but the output is already "
+                f"partitioned along {_res.loop_label(r)!r}, because its named shape contains {have!r}")
+        full = dict(zip(x.names, x.data.shape[p:]))
+        for n in missing:
+            full[n] = ctx.sizes[n]
+        names = x.names + tuple(missing)
+        x = _make(align(x, names, full), names)
+    names = x.names
+    it = iter(range(p))
+    perm = [p + names.index(placed[r]) if r in placed else next(it) for r in range(final_rank)]
+    rest = [n for n in names if n not in placed_names]
+    perm += [p + names.index(n) for n in rest]
+    data = transpose(x.data, tuple(perm))
+    # the result's dims in order: placed names and positional axes, then the names passing through
+    dims = tuple(placed.get(r, _POSITIONAL) for r in range(final_rank)) + tuple(rest)
+    pspec = placement.storage_spec(len(dims), dims, ctx.mesh_axes)
+    if ctx.cmesh is not None:
+        data = placement.constrain(data, pspec, ctx.cmesh)
+    return (_make(data, tuple(rest)) if rest else data), pspec
+
+
+_POSITIONAL = ""  # a dim with no name (never an axis name): replicated
+
+
+def _final_shape(shape, placed: Mapping[int, str], sizes: Mapping[str, int]) -> tuple[int, ...]:
+    it = iter(shape)
+    out = []
+    for r in range(len(shape) + len(placed)):
+        out.append(sizes.get(placed[r], -1) if r in placed else next(it))
+    return tuple(out)
+
+
+def _reshard_explicit(ctx: _Ctx, r, spec: PartitionSpec):
+    explicit = set(ctx.plan.explicit)
+
+    def keep(part):
+        if part is None:
+            return None
+        axes = tuple(a for a in (part if isinstance(part, tuple) else (part,)) if a in explicit)
+        return None if not axes else axes[0] if len(axes) == 1 else axes
+
+    espec = PartitionSpec(*[keep(p) for p in spec])
+    sharding = NamedSharding(ctx.plan.mesh, espec)
+    if type(r) is NamedArray:
+        return _make(jax.sharding.reshard(r.data, sharding), r.names)
+    return jax.sharding.reshard(r, sharding)
+
+
+# --------------------------------------------------------------------------------------------------------
+# Serial loops: compute a named axis in chunks
+
+
+LOOP_CHUNK_SUFFIX = "@loop-chunk"
+
+
+def _hidden(name: str) -> str:
+    # Inside the loop body the looped axis carries another name, so that any reference to the real name
+    # (a reduction, a collective, axis_index) misses the value and asks the environment, which reports it.
+    return name + LOOP_CHUNK_SUFFIX
+
+
+def _run_looped(ctx: _Ctx, arg_tree, wrapped: list[NamedArray], looped: Mapping[str, int]):
+    length = next(iter(looped.values()))
+    msizes = _res.mesh_sizes(ctx.plan.mesh) if ctx.plan.mesh is not None else {}
+    split = {n: math.prod(msizes[a] for a in ctx.mesh_axes(n)) for n in looped}
+    stacked: list[NamedArray] = []
+    where: list[int] = []
+    for k, x in enumerate(wrapped):
+        names = [n for n in x.names if n in looped]
+        if names:  # at most one: names sharing the loop cannot co-occur (checked on entry)
+            stacked.append(_chunk(x, names[0], split[names[0]], length))
+            where.append(k)
+    if not stacked:
+        # No argument varies along the looped names: nothing to split; outputs get them by broadcasting.
+        return _call(ctx.cfg, jax.tree.unflatten(arg_tree, wrapped))
+    out_tree_box: list[Any] = []
+
+    def body(chunks):
+        leaves = list(wrapped)
+        for k, c in zip(where, chunks):
+            leaves[k] = ctx.constrain(c)
+        out = _call(ctx.cfg, jax.tree.unflatten(arg_tree, leaves))
+        out = _fit_out_tree(ctx.cfg.out_axes, out)
+        flat, tree = jax.tree.flatten(out, is_leaf=is_named)
+        out_tree_box.append(tree)
+        return [o if type(o) is NamedArray else _make(_as_array(o), ()) for o in flat]
+
+    outs = jax.lax.map(body, stacked)
+    merged = []
+    for o in outs:
+        hidden = [n for n in looped if _hidden(n) in o.names]
+        if hidden:
+            merged.append(_unchunk(o, hidden[0], split[hidden[0]], length))
+        else:
+            # It carries no looped name, so it was computed from values that do not vary along it: every
+            # iteration computed the same value.
+            merged.append(_make(o.data[0], o.names))
+    return jax.tree.unflatten(out_tree_box[-1], merged)
+
+
+def _chunk(x: NamedArray, name: str, split: int, length: int) -> NamedArray:
+    """Storage of ``x`` with axis ``name`` (size n) cut into ``length`` chunks stacked on a leading axis.
+
+    The axis is first split over its mesh axes (major) and then over the loop (minor), so chunk ``c`` holds
+    the ``c``-th piece of every device's block: each device works on its own data in every iteration.
+    """
+    d = x.data
+    p = d.ndim - len(x.names)
+    k = p + x.names.index(name)
+    n = d.shape[k]
+    m = n // (split * length)
+    d = d.reshape(d.shape[:k] + (split, length, m) + d.shape[k + 1:])
+    d = jnp.moveaxis(d, k + 1, 0)
+    d = d.reshape((length,) + d.shape[1:k + 1] + (split * m,) + d.shape[k + 3:])
+    names = tuple(_hidden(n_) if n_ == name else n_ for n_ in x.names)
+    return from_storage(d, names, _WHERE)
+
+
+def _unchunk(o: NamedArray, name: str, split: int, length: int) -> NamedArray:
+    """The inverse of :func:`_chunk` on a stacked output (leading axis: the iteration)."""
+    d = o.data
+    h = _hidden(name)
+    p = d.ndim - len(o.names)
+    k = p + o.names.index(h)
+    m = d.shape[k] // split
+    d = d.reshape(d.shape[:k] + (split, m) + d.shape[k + 1:])
+    d = jnp.moveaxis(d, 0, k)  # (..., split, length, m, ...)
+    d = d.reshape(d.shape[:k - 1] + (split * length * m,) + d.shape[k + 2:])
+    names = tuple(name if n_ == h else n_ for n_ in o.names)
+    return from_storage(d, names, _WHERE)

@@ -1,0 +1,434 @@
+"""The NamedArray type: a jax array whose trailing axes have names.
+
+Storage layout (the one invariant everything else relies on): ``data`` holds the positional axes first and
+the named axes last, in the order ``names`` gives. The positional shape is derived from ``data``, so
+transforms that slice a leading positional axis (``vmap``, ``scan``, ``lax.map``) keep a NamedArray valid.
+The order of the named axes is free inside a computation and canonical at the pytree boundary (see
+:mod:`namedarray.core.layout`): a NamedArray flattens to exactly one leaf, its storage with the names in the
+boundary order of their set (:mod:`namedarray.core.orders`: the order the set first flattened in, in this
+job),
+and those names are the pytree's static aux data and its key (``.data[a,b]``, so that checkpoints keyed by
+path record what each leaf means). A pickle holds the storage as it is and the names. So two NamedArrays
+with the same positional shape, named shape and dtype have the same pytree structure whatever order their
+axes were given in, and ``lax.cond`` branches, ``scan`` carries and ``tree_map`` over differently built
+arrays just work.
+
+A transform's ``in_axes``/``out_axes`` count axes of that flattened leaf: map a positional axis, counted
+from the front (``0 <= axis < x.ndim``). A negative or larger axis reaches the named axes; when that leaves
+too few axes for the names it is an error, otherwise the names silently label other axes.
+
+>>> import namedarray as nx, jax.numpy as jnp
+>>> x = nx.wrap(jnp.zeros((4, 3, 5)), {0: "batch", 2: "k"})
+>>> x.shape, x.named_shape
+((3,), {'batch': 4, 'k': 5})
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Mapping
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optree
+
+from ..errors import (
+    AxisSpecError,
+    NamedAxisError,
+    PositionalMisuseError,
+    RankError,
+    fmt_names,
+    not_an_array,
+)
+from . import kernels, orders
+from .orders import canonical, order_key
+from .shape import NamedShape, check_names
+
+__all__ = ["NamedArray", "is_named", "as_storage", "from_storage"]
+
+
+class NamedArray:
+    """An array with positional axes (``shape``) and unordered named axes (``named_shape``).
+
+    Build one with :func:`namedarray.wrap`; get a positional array back with :func:`namedarray.unwrap`.
+    Operations broadcast by name (the result's named shape is the union of the operands'), reduce by name
+    (``x.sum("batch")``) and never let positional and named axes interact implicitly.
+
+    >>> import namedarray as nx, jax.numpy as jnp
+    >>> x = nx.wrap(jnp.arange(6.0).reshape(2, 3), ["a", "b"])
+    >>> y = nx.wrap(jnp.arange(3.0), ["b"])
+    >>> (x * y).sum("b").unwrap(["a"]).tolist()
+    [5.0, 14.0]
+    """
+
+    __slots__ = ("data", "names", "_flat")
+    # Python operators and NumPy's protocols reach the methods below; JAX's do not (no __jax_array__, on
+    # purpose: it would make `jnp_array + x` silently drop the names).
+    __array_priority__ = 1000
+
+    def __init__(self, data: Any, names: tuple[str, ...] = ()):
+        """Low-level constructor: ``data``'s last ``len(names)`` axes are named ``names``, in that order.
+
+        Prefer :func:`namedarray.wrap`. Names in any order are accepted and stored sorted.
+        """
+        if isinstance(data, NamedArray):
+            raise PositionalMisuseError("NamedArray(data, names): data is already a NamedArray; use "
+                                        "nx.wrap(x, ...) to name more of its positional axes")
+        where, names_arg = "NamedArray(data, names)", names
+        data = to_storage(data, where, "data")
+        if isinstance(names, str):
+            names = (names,)  # a string is one name, however long
+        else:
+            bad = names is None or isinstance(names, (bytes, bytearray, Mapping, set, frozenset))
+            try:
+                names = None if bad else tuple(names)
+            except TypeError:
+                names = None
+            if names is None:
+                raise TypeError(f"{where}: names must be an axis name (a str) or a sequence of them, one for "
+                                f"each of data's last axes in order; got {names_arg!r} "
+                                f"({type(names_arg).__name__}); to name axes by position use "
+                                "nx.wrap(data, {position: name})")
+        for i, n in enumerate(names):
+            if not isinstance(n, str) or not n:
+                raise AxisSpecError(f"{where}: axis names must be non-empty strings, got {n!r} at index {i} "
+                                    f"of {list(names)!r}; to name axes by position use "
+                                    "nx.wrap(data, {position: name})")
+        if len(names) > data.ndim:
+            raise RankError(f"{where}: {len(names)} axis names {fmt_names(names)} for data of shape "
+                            f"{tuple(data.shape)} (rank {data.ndim}); names label data's last "
+                            "len(names) axes")
+        names = tuple(str(n) for n in names)  # NumPy string scalars as plain str
+        out = from_storage(data, names, where)
+        self.data = out.data
+        self.names = out.names
+        self._flat = None
+
+    # ---- type ------------------------------------------------------------------------------------------
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        """The positional shape (named axes excluded, as in xmap)."""
+        d = self.data
+        return d.shape[: d.ndim - len(self.names)]
+
+    @property
+    def named_shape(self) -> NamedShape:
+        """The named axes: an unordered mapping name -> size."""
+        d = self.data
+        k = len(self.names)
+        return NamedShape(zip(self.names, d.shape[d.ndim - k:] if k else ()))
+
+    @property
+    def ndim(self) -> int:
+        """Number of positional axes."""
+        return self.data.ndim - len(self.names)
+
+    @property
+    def size(self) -> int:
+        """Number of elements of the positional part (``prod(shape)``), as in xmap."""
+        return math.prod(self.shape)
+
+    @property
+    def dtype(self) -> np.dtype:
+        """The element type of the storage."""
+        return self.data.dtype
+
+    @property
+    def weak_type(self) -> bool:
+        """Whether the storage is weakly typed (built from a Python scalar), as jax arrays say."""
+        return bool(getattr(self.data, "weak_type", False))
+
+    @property
+    def sharding(self) -> Any:
+        """The sharding of the storage array (positional axes first, then the named axes as ``names``)."""
+        return self.data.sharding
+
+    def __len__(self) -> int:
+        shape = self.shape
+        if not shape:
+            raise TypeError("len() of a NamedArray with no positional axes")
+        return shape[0]
+
+    def __iter__(self):
+        for i in range(len(self)):
+            yield self[i]
+
+    def __hash__(self):
+        raise TypeError("NamedArray is unhashable (like jax and NumPy arrays)")
+
+    def __reduce__(self):
+        # A pickle holds the storage as it is and the names in that order: it means the same in a process
+        # whose boundary orders differ, and it holds no cached flattened copy (see canonical_storage).
+        return _unpickle, (self.data, self.names)
+
+    # ---- conversion ------------------------------------------------------------------------------------
+
+    def _check_no_names(self, what: str) -> None:
+        if self.names:
+            raise PositionalMisuseError(
+                f"{what} of a NamedArray with named axes {fmt_names(self.names)}: reduce them first (e.g. "
+                f"x.sum({self.names[0]!r})) or move them to positions with x.unwrap([...])")
+
+    def __bool__(self) -> bool:
+        self._check_no_names("bool()")
+        return bool(self.data)
+
+    def __int__(self) -> int:
+        self._check_no_names("int()")
+        return int(self.data)
+
+    def __float__(self) -> float:
+        self._check_no_names("float()")
+        return float(self.data)
+
+    def __complex__(self) -> complex:
+        self._check_no_names("complex()")
+        return complex(self.data)
+
+    def __index__(self) -> int:
+        self._check_no_names("operator.index()")
+        return self.data.__index__()
+
+    def __array__(self, dtype=None, copy=None):
+        if self.names:
+            raise PositionalMisuseError(
+                f"converting a NamedArray with named axes {fmt_names(self.names)} to a positional array "
+                "(np.asarray, jnp.asarray, a jax.numpy function, ...) would have to guess where to put them; "
+                "use x.unwrap([...]) or nx.unwrap(x, {position: name}), or nx.<f> / nx.nmap(f) to keep them")
+        out = np.asarray(self.data, dtype=dtype)
+        return out.copy() if copy else out
+
+    def item(self) -> Any:
+        """The single element as a Python scalar (no named axes allowed, like ``int(x)``)."""
+        self._check_no_names("item()")
+        return self.data.item()
+
+    def tolist(self) -> Any:
+        """The positional values as nested Python lists (no named axes allowed: unwrap them first)."""
+        self._check_no_names("tolist()")
+        return np.asarray(self.data).tolist()
+
+    def block_until_ready(self) -> NamedArray:
+        """Wait for the storage to be computed; returns ``self`` (like ``jax.Array.block_until_ready``)."""
+        self.data.block_until_ready()
+        return self
+
+    # unwrap, astype, rename, __repr__ and _repr_html_ are installed by namedarray.surface.methods, which sits
+    # above
+    # the modules they call (wrapping, the numpy mirror, render): this module imports none of them.
+
+    # ---- pytree ----------------------------------------------------------------------------------------
+
+    @classmethod
+    def tree_unflatten(cls, names, children):
+        # Little validation: JAX passes object(), None and tracers here.
+        data = children[0]
+        if type(data) is NamedArray:
+            raise PositionalMisuseError(
+                f"a NamedArray with names {fmt_names(names)} would hold another NamedArray (named "
+                f"{fmt_names(data.names)}) as its storage: jax.jacfwd/jacrev/hessian of a function whose "
+                "inputs and outputs are both NamedArrays nest one structure in the other. Differentiate "
+                "with respect to positional arrays (x.unwrap([...]) in, nx.wrap inside), or use jax.grad of "
+                "a scalar")
+        obj = object.__new__(cls)
+        obj.data = data
+        obj.names = names
+        obj._flat = None
+        return obj
+
+    # ---- display ---------------------------------------------------------------------------------------
+
+    def __format__(self, spec: str) -> str:
+        """``f"{x:.3f}"`` of a value without named axes formats its storage, as jax arrays do."""
+        if not spec:
+            return str(self)
+        self._check_no_names(f"format(x, {spec!r})")
+        return format(self.data, spec)
+
+
+def _make(data, names: tuple[str, ...]) -> NamedArray:
+    """Internal constructor: ``names`` (unique, any order) match ``data``'s trailing axes."""
+    obj = object.__new__(NamedArray)
+    obj.data = data
+    obj.names = names
+    obj._flat = None
+    return obj
+
+
+def _unpickle(data, names: tuple[str, ...]) -> NamedArray:
+    return _make(as_storage(data), tuple(names))
+
+
+def is_named(v: Any) -> bool:
+    """Whether ``v`` is a NamedArray (an ``is_leaf`` for ``jax.tree`` functions that stop at them).
+
+    >>> import namedarray as nx, jax, jax.numpy as jnp
+    >>> jax.tree.leaves({"w": nx.wrap(jnp.ones(2), ["k"])}, is_leaf=is_named)[0].named_shape
+    {'k': 2}
+    """
+    return type(v) is NamedArray
+
+
+def as_storage(data: Any) -> Any:
+    """A positional value as storage: jax arrays (tracers, abstract values) as they are, the rest converted.
+
+    NumPy arrays and scalars, Python scalars and lists become jax arrays, so that a NamedArray never holds
+    host data.
+
+    >>> import numpy as np
+    >>> type(as_storage(np.float32(2.0))).__name__
+    'ArrayImpl'
+    """
+    if hasattr(data, "ndim") and not isinstance(data, (np.ndarray, np.generic)):
+        return data
+    return jnp.asarray(data)
+
+
+def to_storage(value: Any, where: str, what: str) -> Any:
+    """``as_storage(value)``, or a ``TypeError`` naming the argument ``what`` when it is not an array.
+
+    >>> to_storage(None, "nx.wrap", "array")
+    Traceback (most recent call last):
+    ...
+    TypeError: nx.wrap: array must be an array or scalar, got None
+    """
+    if value is None or isinstance(value, (str, bytes, Mapping)):
+        raise not_an_array(where, what, value)
+    try:
+        return as_storage(value)
+    except NamedAxisError:  # e.g. a list holding a NamedArray with named axes: its own message says why
+        raise
+    except TypeError:
+        raise not_an_array(where, what, value) from None
+    except ValueError as e:  # a ragged nested list
+        raise ValueError(f"{where}: {what} cannot be converted to an array: {e}") from None
+
+
+def from_storage(data, axis_names: tuple[str, ...], where: str) -> NamedArray:
+    """A NamedArray from ``data`` whose last axes are named ``axis_names``, kept in that order (validated)."""
+    check_names(axis_names, where)
+    k = len(axis_names)
+    if data.ndim < k:
+        raise AxisSpecError(f"{where}: {k} axis names {fmt_names(axis_names)} for data of rank {data.ndim}")
+    return _make(data, tuple(axis_names))
+
+
+def transpose(data, perm: tuple[int, ...]):
+    """``data.transpose(perm)``, eagerly as one cached kernel (``jnp.transpose`` is a slow eager path)."""
+    if perm == tuple(range(len(perm))):
+        return data
+    if isinstance(data, jax.core.Tracer):
+        return jax.lax.transpose(data, perm)
+    return kernels.kernel_for(_transpose_impl, perm, ((None, len(perm)),), None, _make, unpack)([data], pack)
+
+
+def _transpose_impl(perm, d):
+    return jax.lax.transpose(d, perm)
+
+
+# --------------------------------------------------------------------------------------------------------
+# Results of eager kernels: storage leaves out of the trace, NamedArrays back on the caller's side
+
+
+def unpack(out: Any) -> tuple[Any, tuple]:
+    """(storage leaves, structure) of an implementation's result: what crosses an eager kernel's boundary.
+
+    The structure (names of each NamedArray, the pytree around them) is static; :func:`pack` rebuilds the
+    result from it and the kernel's outputs. NamedArrays cross as their storage, in the order they hold it.
+    """
+    if type(out) is NamedArray:
+        return out.data, (_ONE, out.names)
+    if hasattr(out, "ndim") and not isinstance(out, (tuple, list)):
+        return out, (_RAW,)
+    leaves, tree = jax.tree.flatten(out, is_leaf=is_named)
+    names = tuple(v.names if type(v) is NamedArray else None for v in leaves)
+    return [v.data if type(v) is NamedArray else v for v in leaves], (_TREE, tree, names)
+
+
+def pack(out: Any, structure: tuple) -> Any:
+    """The result :func:`unpack` took apart, from the kernel's outputs."""
+    kind = structure[0]
+    if kind is _ONE:
+        return _make(out, structure[1])
+    if kind is _RAW:
+        return out
+    _, tree, names = structure
+    return jax.tree.unflatten(tree, [v if n is None else _make(v, n) for v, n in zip(out, names)])
+
+
+_ONE, _RAW, _TREE = "one", "raw", "tree"
+
+
+# --------------------------------------------------------------------------------------------------------
+# The pytree boundary: canonical storage (nx.canonical_order), whatever order the value holds them in
+
+
+@functools.lru_cache(maxsize=4096)  # derived from the order table: reset with it
+def _canonical_perm(names: tuple[str, ...]) -> tuple[tuple[str, ...], tuple[int, ...]] | None:
+    """(canonical names, their positions in ``names``), or None when ``names`` is already canonical."""
+    canon = canonical(names)
+    if canon == names:
+        return None
+    return canon, tuple(names.index(n) for n in canon)
+
+
+def canonical_storage(x: NamedArray) -> tuple[Any, tuple[str, ...]]:
+    """(storage with the names in canonical order, those names): what ``x`` flattens to.
+
+    Under a trace this is one ``transpose`` where the value leaves it (XLA fuses it into the producer);
+    for a concrete value it runs once and is kept, so passing the same value to a jitted function again
+    costs nothing.
+    """
+    names = x.names
+    if len(names) < 2:
+        return x.data, names
+    plan = _canonical_perm(names)
+    if plan is None:
+        return x.data, names
+    canon, order = plan
+    flat = x._flat
+    # kept from an earlier flatten: unless it was donated to a jitted call, or the orders were reset since
+    if flat is not None and flat[1] == canon and not flat[0].is_deleted():
+        return flat
+    d = x.data
+    if not hasattr(d, "ndim"):  # JAX unflattens placeholders (object(), None) and flattens them again
+        return d, canon
+    p = d.ndim - len(names)
+    out = (transpose(d, tuple(range(p)) + tuple(p + i for i in order)), canon)
+    if not isinstance(out[0], jax.core.Tracer):  # a tracer (flattened inside a trace) must not outlive it
+        x._flat = out
+    return out
+
+
+def _flatten_with_keys(x: NamedArray):
+    # The key names the order (``.data[embed,mlp]``): a checkpoint keyed by path records what each leaf
+    # means, and a target laid out in another order finds no matching path instead of a transposed leaf.
+    d, names = canonical_storage(x)
+    return ((jax.tree_util.GetAttrKey(order_key(names)), d),), names
+
+
+def _flatten(x: NamedArray):
+    d, names = canonical_storage(x)
+    return (d,), names
+
+
+def _optree_flatten(x: NamedArray):
+    d, names = canonical_storage(x)
+    return (d,), names, (order_key(names),)
+
+
+jax.tree_util.register_pytree_with_keys(
+    NamedArray, _flatten_with_keys, NamedArray.tree_unflatten, flatten_func=_flatten)
+optree.register_pytree_node(
+    NamedArray,
+    _optree_flatten,
+    NamedArray.tree_unflatten,
+    namespace="namedarray",
+)
+
+orders.on_reset(_canonical_perm.cache_clear)
+kernels.register_cache(_canonical_perm.cache_clear)

@@ -1,0 +1,269 @@
+"""The axis environment: what enclosing ``nx.xmap`` calls (and rule contexts) have bound.
+
+This is the one place that knows axis sizes bound from outside a value (``nx.xmap``'s ``in_axes`` and
+``axis_sizes``), which of those names the innermost ``nx.xmap`` defined (for its output checks and for
+shadowing), the resources (mesh axes, loops) names map to, and the logical-name rules of ``nx.axis_rules``.
+Operations ask it; nothing else keeps such state.
+
+The environment is an immutable :class:`AxisEnv`, held in a context variable (so it is per thread and per
+asyncio task, and nests by simple replacement) and mirrored into a JAX *user context*
+(:func:`jax.make_user_context`): JAX includes that value in every trace and compile cache key (``jax.jit``,
+``lax.scan``/``cond`` bodies, ``jax.checkpoint``), so a function traced under one environment is never
+reused under another: a jitted function that reads the size of a bound name, or lays values out by the
+rules of ``nx.axis_rules``, retraces when they change.
+
+>>> import namedarray as nx
+>>> nx.env.current().sizes
+{}
+>>> with nx.env.bind({"batch": 4}):
+...     nx.env.current().size("batch")
+4
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import dataclasses
+import math
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import jax
+
+from ..errors import AxisNameShadowingError, LoopAxisError, SplitAxisError, UnboundAxisError, fmt_names
+from . import placement
+
+__all__ = ["AxisEnv", "current", "bind", "bind_blocks", "axis_rules", "synced", "EMPTY"]
+
+
+def _frozen(d: Mapping | None) -> tuple:
+    return tuple(sorted((d or {}).items()))
+
+
+@dataclass(frozen=True)
+class AxisEnv:
+    """An immutable snapshot of the axis environment.
+
+    ``sizes``: every axis name bound by an enclosing ``nx.xmap`` (outer ones included) -> size.
+    ``local``: the names the innermost ``nx.xmap`` defined.
+    ``resources``: axis name -> tuple of resource names (mesh axes, then at most one loop).
+    ``mesh``: the mesh those resources refer to, if any.
+    ``loops``: axis name -> chunk count, for names computed by a serial loop (the body sees one chunk).
+    ``rules``: logical axis name -> mesh axes, from ``nx.axis_rules``.
+    ``split``: inside ``nx.shard_map``, each name its values hold a block of -> the (manual) mesh axes the
+    blocks are spread over; ``sizes`` holds the whole size.
+    """
+
+    sizes: Mapping[str, int] = field(default_factory=dict)
+    local: frozenset = frozenset()
+    resources: Mapping[str, tuple] = field(default_factory=dict)
+    mesh: Any = None
+    loops: Mapping[str, int] = field(default_factory=dict)
+    rules: Mapping[str, Any] | None = None
+    split: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+
+    def __post_init__(self):
+        # JAX hashes the environment on every jitted call made inside it (it is part of the cache key)
+        object.__setattr__(self, "_hash", hash((
+            _frozen(self.sizes), self.local, _frozen(self.resources), id(self.mesh), _frozen(self.loops),
+            _frozen(self.rules), _frozen(self.split))))
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __eq__(self, other: object) -> bool:
+        return self is other or (
+            isinstance(other, AxisEnv) and hash(self) == hash(other)
+            and dict(self.sizes) == dict(other.sizes) and self.local == other.local
+            and dict(self.resources) == dict(other.resources) and self.mesh is other.mesh
+            and dict(self.loops) == dict(other.loops) and self.rules == other.rules
+            and dict(self.split) == dict(other.split))
+
+    def mapping(self, resources: Mapping[str, tuple[str, ...]] | None = None) -> dict[str, tuple[str, ...]]:
+        """Axis name -> the mesh axes values carrying it are laid out over: ``resources`` (normalized) if
+        given, else the rules of ``nx.axis_rules``; inside ``nx.xmap``, the mesh axes of its resources win
+        for the names it binds (xmap lays every value out by them)."""
+        if resources is None:
+            got = self.__dict__.get("_mapping")
+            if got is None:
+                got = self.mapping(placement.normalize(self.rules, "nx.axis_rules"))
+                object.__setattr__(self, "_mapping", got)
+            return got
+        if self.split:  # inside nx.shard_map its mesh axes hold blocks: nothing is laid out over them
+            manual = {a for axes in self.split.values() for a in axes}
+            resources = {n: tuple(a for a in axes if a not in manual) for n, axes in resources.items()}
+        if not (self.resources and self.mesh is not None):
+            return dict(resources)
+        axes = set(self.mesh.axis_names)
+        return {**resources, **{n: tuple(r for r in res if r in axes) for n, res in self.resources.items()}}
+
+    def require_whole(self, names: Iterable[str], where: str) -> None:
+        """Raise :class:`SplitAxisError` for a name of ``names`` that ``nx.shard_map`` splits into blocks
+        here: ``where`` (an operation) needs all of the axis, and each device holds one block of it."""
+        if not self.split:
+            return
+        for name in names:
+            axes = self.split.get(name)
+            if axes:
+                raise SplitAxisError(
+                    f"{where}: axis {name!r} is split across devices by nx.shard_map (each holds "
+                    f"{self.local_size(name)} of its {self.sizes[name]} elements, over mesh axes {axes}), "
+                    f"and this operation needs all of it. Gather it into a positional axis first "
+                    f"(nx.all_gather(x, {name!r})), reduce over it (nx.sum, nx.max, nx.psum, ... combine "
+                    "the blocks), or run it outside the nx.shard_map")
+
+    def blocks(self, name: str) -> int:
+        """How many blocks a split name is cut into inside ``nx.shard_map`` (1 for any other name)."""
+        axes = self.split.get(name)
+        if not axes:
+            return 1
+        sizes = dict(zip(self.mesh.axis_names, self.mesh.axis_sizes))
+        return math.prod(sizes[a] for a in axes)
+
+    def local_size(self, name: str, where: str = "") -> int:
+        """The size of ``name`` in one value here: the bound size, or one block of it in ``nx.shard_map``."""
+        return self.size(name, where) // self.blocks(name)
+
+    def is_bound(self, name: str) -> bool:
+        return name in self.sizes
+
+    def size(self, name: str, where: str = "") -> int:
+        """The bound size of ``name``, or :class:`UnboundAxisError`."""
+        if name in self.loops:  # computed in chunks by a serial loop: the body only sees one chunk
+            prefix = f"{where}: " if where else ""
+            raise LoopAxisError(
+                f"{prefix}named axes with loop resources assigned to them cannot be referenced inside the "
+                f"xmapped computation (e.g. in collectives or reductions), but {name!r} violates that rule")
+        try:
+            return self.sizes[name]
+        except KeyError:
+            prefix = f"{where}: " if where else ""
+            bound = sorted(self.sizes)
+            hint = (f"axis names bound here: {fmt_names(bound)}" if bound
+                    else "no nx.xmap or nx.shard_map binds any axis here")
+            raise UnboundAxisError(f"{prefix}unbound axis name {name!r}: no value here carries it, and {hint}"
+                                   ) from None
+
+
+EMPTY = AxisEnv()
+_VAR: contextvars.ContextVar[AxisEnv] = contextvars.ContextVar("namedarray_axis_env", default=EMPTY)
+# The mirror JAX keys its caches on. None stands for EMPTY, so that code outside any nx context adds nothing
+# to JAX's cache keys.
+_ENV = jax.make_user_context(None)
+
+
+def current() -> AxisEnv:
+    """The environment in force."""
+    return _VAR.get()
+
+
+@contextlib.contextmanager
+def _install(env: AxisEnv) -> Iterator[AxisEnv]:
+    token = _VAR.set(env)
+    try:
+        with _ENV(None if env == EMPTY else env):
+            yield env
+    finally:
+        _VAR.reset(token)
+
+
+def synced() -> contextlib.AbstractContextManager:
+    """Make JAX's copy of the environment the current one before a jitted call.
+
+    The two differ only where asyncio tasks of one thread interleave their ``with`` blocks (JAX's copy is
+    per thread, the environment per task); entry points that call ``jax.jit`` themselves (``nx.jit``,
+    ``nx.xmap``) enter this so that the call is keyed on the caller's own environment.
+    """
+    env = _VAR.get()
+    if _ENV.value is (None if env == EMPTY else env):
+        return contextlib.nullcontext()
+    return _ENV(None if env == EMPTY else env)
+
+
+def bind(sizes: Mapping[str, int], *, resources: Mapping[str, tuple] | None = None, mesh: Any = None,
+         loops: Mapping[str, int] | None = None,
+         where: str = "nx.xmap") -> contextlib.AbstractContextManager[AxisEnv]:
+    """Bind ``sizes`` for a nested region (what ``nx.xmap`` does around its body).
+
+    Re-binding a name an enclosing region binds is an :class:`AxisNameShadowingError`, as in xmap.
+    ``resources``, ``mesh`` and ``loops`` extend the enclosing ones; ``local`` becomes ``sizes``' names.
+    """
+    env = _unshadowed(sizes, where)
+    return _install(dataclasses.replace(
+        env, sizes={**env.sizes, **sizes}, local=frozenset(sizes), mesh=env.mesh if mesh is None else mesh,
+        resources={**env.resources, **(resources or {})}, loops={**env.loops, **(loops or {})}))
+
+
+def bind_blocks(sizes: Mapping[str, int], split: Mapping[str, tuple[str, ...]], mesh: Any,
+                where: str = "nx.shard_map") -> contextlib.AbstractContextManager[AxisEnv]:
+    """The region of an ``nx.shard_map`` body: the names of its arguments are bound with their whole
+    ``sizes`` (as ``nx.xmap`` binds its axes), and values hold one block of each name of ``split``, spread
+    over its (manual) mesh axes."""
+    env = _unshadowed(sizes, where)
+    return _install(dataclasses.replace(env, sizes={**env.sizes, **sizes}, local=frozenset(sizes), mesh=mesh,
+                                        split={**env.split, **split}))
+
+
+def _unshadowed(sizes: Mapping[str, int], where: str) -> AxisEnv:
+    """The environment in force, after checking that no name of ``sizes`` is bound already (xmap's rule)."""
+    env = current()
+    shadowed = sorted(set(sizes) & set(env.sizes))
+    if shadowed:
+        raise AxisNameShadowingError(
+            f"{where}: axis names {fmt_names(shadowed)} are already bound by an enclosing nx.xmap or "
+            "nx.shard_map (disallowed axis name shadowing); rename the inner axes")
+    return env
+
+
+class _Rules(contextlib.ContextDecorator):
+    """The context manager (and decorator) :func:`axis_rules` returns."""
+
+    def __init__(self, rules: dict[str, Any]):
+        self._rules = rules
+        self._active: list[contextlib.AbstractContextManager] = []
+
+    def _recreate_cm(self) -> _Rules:
+        return _Rules(self._rules)  # a decorated function may run in several threads at once
+
+    def __enter__(self) -> dict[str, Any]:
+        env = current()
+        cm = _install(dataclasses.replace(env, rules={**(env.rules or {}), **self._rules}))
+        env = cm.__enter__()
+        self._active.append(cm)
+        return dict(env.rules)
+
+    def __exit__(self, *exc) -> bool:
+        return bool(self._active.pop().__exit__(*exc))
+
+    def __repr__(self) -> str:
+        return f"nx.axis_rules({self._rules!r})"
+
+
+def axis_rules(rules: Mapping[str, Any] | None = None) -> Any:
+    """Map logical axis names to mesh axes: the rules ``x.shard()`` (and ``nx.sharding``, ``nx.jit``) lay
+    values out by when given no ``resources``.
+
+    ``with nx.axis_rules({"batch": "data", "embed": ("data", "model"), "vocab": None}):`` maps each name to
+    a mesh axis, a tuple of mesh axes (major to minor) or ``None`` (replicated). Blocks nest, the inner
+    rule winning per name, and hold per thread and per asyncio task; the same object decorates a function
+    (``@nx.axis_rules({...})``). Model code then calls ``.shard()`` with no hardware names, and the user
+    picks the parallel strategy with one mapping. ``nx.axis_rules()`` with no argument returns the rules in
+    force.
+
+    >>> import namedarray as nx
+    >>> with nx.axis_rules({"batch": "data"}), nx.axis_rules({"embed": ["model"]}):
+    ...     nx.axis_rules()
+    {'batch': 'data', 'embed': ('model',)}
+    >>> nx.axis_rules()
+    {}
+    """
+    if rules is None:
+        return dict(current().rules or {})
+    if not isinstance(rules, Mapping):
+        raise TypeError(f"nx.axis_rules: rules must be a mapping from axis names to mesh axes, such as "
+                        f"{{'batch': 'data'}}, got {rules!r}")
+    placement.normalize(rules, "nx.axis_rules")  # checks names, types and repeated mesh axes now
+    # stored as written, lists as tuples (hashable: the rules are part of JAX's cache keys)
+    return _Rules({n: tuple(v) if isinstance(v, list) else v for n, v in rules.items()})

@@ -1,0 +1,422 @@
+"""Names to PartitionSpecs: the one place where a value's axis names become a layout over a device mesh.
+
+A *mapping* (``nx.axis_rules``, ``x.shard(resources)``, ``nx.xmap``'s ``axis_resources``) sends axis names to
+mesh axes: ``{"batch": "data", "embed": ("data", "model"), "vocab": None}``. A value is laid out by its
+names alone: the storage dimension of a named axis is split over the mesh axes its name maps to (several
+mesh axes: major to minor), and every other dimension, positional axes included, is replicated. So
+``.shard()``, ``nx.sharding``, ``nx.jit``, ``nx.from_process_local`` and ``nx.xmap`` all build their
+``PartitionSpec``\\ s with :func:`storage_spec`, and give the same spec for the same names and mapping.
+
+A layout is legal when (:func:`check`): every mesh axis it names is in the mesh, no two names of one value
+share a mesh axis (a value cannot be split twice over one mesh axis), and each named size is divisible by
+the product of its mesh axes' sizes. Results never depend on the layout.
+
+>>> storage_spec(3, ("batch", "embed"), {"batch": ("data",), "embed": ("x", "y")}.get)
+P(None, 'data', ('x', 'y'))
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+import jax
+import numpy as np
+from jax.sharding import AxisType, NamedSharding, PartitionSpec
+
+from ..errors import (
+    AxisSpecError,
+    DivisibilityError,
+    MissingResourceError,
+    ResourceConflictError,
+)
+
+__all__ = ["current_mesh", "mesh_sizes", "mesh_axes", "normalize", "entry", "storage_spec", "conflict",
+           "check", "constrain", "place", "is_placed", "contraction_sharding", "gather_sharding",
+           "with_layout", "align_explicit_layouts"]
+
+_Tracer = jax.core.Tracer
+
+
+def current_mesh() -> jax.sharding.Mesh | jax.sharding.AbstractMesh | None:
+    """The mesh in context: ``jax.set_mesh``'s (concrete outside jit, abstract inside), else the legacy
+    ``with Mesh(...)`` block's, else ``None``.
+
+    >>> import jax
+    >>> current_mesh() is None
+    True
+    >>> with jax.set_mesh(jax.make_mesh((1,), ("x",))):
+    ...     current_mesh().axis_names
+    ('x',)
+    """
+    am = jax.sharding.get_abstract_mesh()
+    if not am.empty:
+        try:
+            m = jax.sharding.get_mesh()
+        except ValueError:  # inside jit only the abstract mesh is known, which is all constraints need
+            return am
+        return am if m.empty else m
+    try:
+        from jax._src.mesh import thread_resources  # the legacy `with Mesh(...)` context xmap code used
+    except ImportError:  # pragma: no cover - a jax without the legacy context has only set_mesh
+        return None
+    pm = thread_resources.env.physical_mesh
+    return None if pm.empty else pm
+
+
+def mesh_sizes(mesh) -> dict[str, int]:
+    """Mesh axis name -> size.
+
+    >>> import jax
+    >>> mesh_sizes(jax.make_mesh((1,), ("data",)))
+    {'data': 1}
+    """
+    return dict(zip(mesh.axis_names, mesh.axis_sizes))
+
+
+# --------------------------------------------------------------------------------------------------------
+# Mappings
+
+
+def mesh_axes(value: Any, name: str, where: str) -> tuple[str, ...]:
+    """One mapping value as a tuple of mesh axes: ``None`` -> ``()``, ``"x"`` -> ``("x",)``, a tuple or list
+    of mesh axis names as it is (major to minor); a mesh axis twice is a :class:`ResourceConflictError`.
+
+    >>> mesh_axes(["data", "model"], "batch", "example")
+    ('data', 'model')
+    """
+    if value is None:
+        return ()
+    axes = (value,) if isinstance(value, str) else value
+    if not isinstance(axes, (tuple, list)) or not all(isinstance(a, str) and a for a in axes):
+        raise AxisSpecError(
+            f"{where}: axis {name!r} must map to a mesh axis name, a tuple of mesh axis names (major to "
+            f"minor) or None, got {value!r}")
+    axes = tuple(axes)
+    if len(set(axes)) != len(axes):
+        twice = sorted({a for a in axes if axes.count(a) > 1})
+        raise ResourceConflictError(
+            f"{where}: axis {name!r} maps to {value!r}, which names mesh axis {twice[0]!r} twice; a value "
+            "can be split over a mesh axis only once")
+    return axes
+
+
+def normalize(mapping: Mapping[str, Any] | None, where: str) -> dict[str, tuple[str, ...]]:
+    """A mapping with every value as a tuple of mesh axes (see :func:`mesh_axes`).
+
+    >>> normalize({"batch": "data", "embed": None}, "example")
+    {'batch': ('data',), 'embed': ()}
+    """
+    if mapping is None:
+        return {}
+    if not isinstance(mapping, Mapping):
+        raise AxisSpecError(f"{where}: resources must be a mapping from axis names to mesh axes, such as "
+                            f"{{'batch': 'data'}}, got {mapping!r}")
+    out = {}
+    for name, value in mapping.items():
+        if not isinstance(name, str) or not name:
+            raise AxisSpecError(f"{where}: the keys of resources are axis names (non-empty strings), got "
+                                f"{name!r}")
+        out[name] = mesh_axes(value, name, where)
+    return out
+
+
+# --------------------------------------------------------------------------------------------------------
+# Specs
+
+
+def entry(axes: tuple[str, ...]) -> None | str | tuple[str, ...]:
+    """The ``PartitionSpec`` entry of one dimension split over ``axes`` (none: replicated).
+
+    >>> entry(()), entry(("x",)), entry(("x", "y"))
+    (None, 'x', ('x', 'y'))
+    """
+    return None if not axes else axes[0] if len(axes) == 1 else axes
+
+
+def storage_spec(ndim: int, names: tuple[str, ...],
+                 axes_of: Callable[[str], tuple[str, ...] | None]) -> PartitionSpec:
+    """The spec of a storage array of rank ``ndim`` whose last ``len(names)`` dimensions are ``names``, in
+    that order: each name split over ``axes_of(name)``, every other dimension replicated. Trailing
+    replicated entries are left out, as JAX prints specs.
+
+    >>> storage_spec(2, ("a",), {"a": ("x",)}.get), storage_spec(2, ("a",), {}.get)
+    (P(None, 'x'), P())
+    """
+    parts: list[Any] = [None] * (ndim - len(names))
+    parts += [entry(axes_of(n) or ()) for n in names]
+    while parts and parts[-1] is None:
+        parts.pop()
+    return PartitionSpec(*parts)
+
+
+def conflict(names: Iterable[str], mapping: Mapping[str, Iterable[str]]) -> tuple[str, str, str] | None:
+    """The first (name, name, mesh axis) such that both names map to that mesh axis, or ``None``.
+
+    Names are taken in sorted order, so the message does not depend on the order a value stores them in.
+
+    >>> conflict(["b", "a"], {"a": ("x",), "b": ("y", "x")})
+    ('a', 'b', 'x')
+    """
+    owner: dict[str, str] = {}
+    for n in sorted(names):
+        for r in mapping.get(n, ()):
+            if r in owner:
+                return owner[r], n, r
+            owner[r] = n
+    return None
+
+
+def check(sizes: Mapping[str, int], mapping: Mapping[str, tuple[str, ...]], mesh: Any, where: str) -> None:
+    """Raise unless a value of named shape ``sizes`` can be laid out by ``mapping`` on ``mesh``.
+
+    Mesh axes must exist (:class:`MissingResourceError`), no two of the value's names may share one
+    (:class:`ResourceConflictError`), and each size must be divisible by its mesh axes' total size
+    (:class:`DivisibilityError`). Names ``mapping`` does not mention are replicated and need nothing.
+
+    >>> import jax
+    >>> mesh = jax.make_mesh((1,), ("data",))
+    >>> check({"batch": 4}, {"batch": ("data",)}, mesh, "example")
+    """
+    msizes = mesh_sizes(mesh)
+    for name in sizes:
+        for a in mapping.get(name, ()):
+            if a not in msizes:
+                raise MissingResourceError(
+                    f"{where}: axis {name!r} maps to mesh axis {a!r}, but the mesh has axes "
+                    f"{_fmt_mesh(msizes)}")
+    c = conflict(sizes, mapping)
+    if c is not None:
+        a, b, r = c
+        raise ResourceConflictError(
+            f"{where}: axes {a!r} and {b!r} both map to mesh axis {r!r} ({a!r} -> {mapping[a]}, {b!r} -> "
+            f"{mapping[b]}), but one value carries both; a value cannot be split twice over one mesh axis "
+            "(map one of them elsewhere, or to None)")
+    for name, size in sizes.items():
+        axes = mapping.get(name, ())
+        total = math.prod(msizes[a] for a in axes)
+        if axes and size % total:
+            raise DivisibilityError(
+                f"{where}: axis {name!r} has size {size}, which is not divisible by the {total} devices of "
+                f"its mesh axes {axes} ({', '.join(f'{a}={msizes[a]}' for a in axes)})")
+
+
+def _fmt_mesh(msizes: Mapping[str, int]) -> str:
+    return "{" + ", ".join(f"{a!r}: {s}" for a, s in msizes.items()) + "}" if msizes else "(none)"
+
+
+# --------------------------------------------------------------------------------------------------------
+# Applying a spec
+
+
+def constrain(data: Any, spec: PartitionSpec, mesh: Any) -> Any:
+    """``data`` laid out as ``spec`` on ``mesh``.
+
+    Inside a trace: ``with_sharding_constraint`` on Auto mesh axes, ``jax.sharding.reshard`` on Explicit
+    ones (where the layout is part of the type), both on a mesh that mixes them. Outside: placement
+    (``device_put``), which a concrete mesh needs.
+    """
+    if not isinstance(data, _Tracer):
+        target = NamedSharding(mesh, spec)
+        # already there: nothing moves; otherwise placed, so that its .sharding is the NamedSharding asked
+        placed = isinstance(getattr(data, "sharding", None), NamedSharding) and is_placed(data, target)
+        return data if placed else jax.device_put(data, target)
+    explicit = {a for a, t in zip(mesh.axis_names, mesh.axis_types) if t == AxisType.Explicit}
+    if not explicit:
+        return jax.lax.with_sharding_constraint(data, NamedSharding(mesh, spec))
+    if jax.sharding.get_abstract_mesh().empty:
+        # JAX places a jitted function's Explicit layouts on the mesh in context, and there is none
+        raise MissingResourceError(
+            f"laying a traced value out as {spec} on the Explicit mesh axes {sorted(explicit)} needs that "
+            "mesh in context: call the jitted function inside `with jax.set_mesh(mesh):`")
+    if len(explicit) == len(mesh.axis_names):
+        return jax.sharding.reshard(data, NamedSharding(mesh, spec))
+
+    def part(keep: Callable[[str], bool]) -> PartitionSpec:
+        out = []
+        for e in spec:
+            axes = () if e is None else (e,) if isinstance(e, str) else tuple(e)
+            kept = tuple(a for a in axes if keep(a))
+            if kept and len(kept) != len(axes):
+                raise AxisSpecError(
+                    f"a dimension split over {axes} mixes Explicit and Auto mesh axes "
+                    f"({[a for a in axes if a in explicit]} are Explicit); map each name to mesh axes of "
+                    "one type")
+            out.append(entry(kept))
+        return PartitionSpec(*out)
+
+    data = jax.sharding.reshard(data, NamedSharding(mesh, part(explicit.__contains__)))
+    return jax.lax.with_sharding_constraint(data, NamedSharding(mesh, part(lambda a: a not in explicit)))
+
+
+def is_placed(v: Any, sharding: NamedSharding) -> bool:
+    """Whether the concrete array ``v`` is already laid out as ``sharding`` says.
+
+    Equivalence, not equality: an array placed with ``P("x")`` is what ``P("x", None)`` asks for (and
+    likewise another mesh object over the same devices, or a size-1 mesh axis), and moving it would make a
+    donation donate a copy. On Explicit mesh axes the mesh's axis types must agree too, since there the
+    layout is part of the array's type.
+    """
+    s = getattr(v, "sharding", None)
+    if s is None:
+        return False
+    if s == sharding:
+        return True
+    explicit = any(t == AxisType.Explicit for t in sharding.mesh.axis_types)
+    if explicit and not (isinstance(s, NamedSharding) and s.mesh.axis_types == sharding.mesh.axis_types):
+        return False
+    try:
+        return s.is_equivalent_to(sharding, len(v.shape))
+    except (ValueError, TypeError, AttributeError):
+        return False
+
+
+def is_process_local(v: Any) -> bool:
+    """Whether ``v`` holds only this process's data in a multi-process run (a NumPy array, or a jax array
+    on this process's devices), so that it is one block of a global array rather than the whole of it."""
+    if jax.process_count() == 1:
+        return False
+    if isinstance(v, (np.ndarray, np.generic)):
+        return True
+    return isinstance(v, jax.Array) and not isinstance(v, _Tracer) and v.is_fully_addressable
+
+
+def place(v: Any, sharding: NamedSharding, *, donate: bool = False, local_blocks: bool = False) -> Any:
+    """The concrete array ``v`` laid out as ``sharding`` (``v`` itself when it already is).
+
+    With ``local_blocks`` (``nx.xmap``'s contract), a process-local ``v`` in a multi-process run is this
+    process's block of the global array (``jax.make_array_from_process_local_data``: sizes along the split
+    dimensions are multiplied by the number of processes they span); otherwise it is the whole value, the
+    same on every process, as ``jax.jit`` takes it. ``donate`` releases ``v``'s buffer when it has to be
+    copied (best effort: backends that cannot donate in a transfer keep it).
+    """
+    if local_blocks and is_process_local(v):
+        return jax.make_array_from_process_local_data(sharding, np.asarray(v))
+    if is_placed(v, sharding):
+        return v
+    if donate and isinstance(v, jax.Array):
+        return jax.device_put(v, sharding, donate=True)
+    return jax.device_put(v, sharding)
+
+
+# --------------------------------------------------------------------------------------------------------
+# Explicit mesh axes: where the layout is part of each value's type, results get theirs by name
+
+
+def _explicit_dims(x: Any) -> tuple[Any, tuple[tuple[str, ...], ...]] | None:
+    """(mesh, the mesh axes of each dim) of a value whose type carries an Explicit sharding, else None."""
+    try:
+        s = jax.typeof(x).sharding
+    except (TypeError, AttributeError):
+        return None
+    mesh = getattr(s, "mesh", None)
+    if mesh is None or mesh.empty or AxisType.Explicit not in mesh.axis_types:
+        return None
+    spec = tuple(s.spec) + (None,) * (np.ndim(x) - len(s.spec))
+    return mesh, tuple(() if e is None else (e,) if isinstance(e, str) else tuple(e) for e in spec)
+
+
+def _explicit_layout(operands: Any, labels: Any) -> tuple[Any, dict[Any, tuple[str, ...]], set]:
+    """(mesh, label -> the mesh axes its dim is split over, the labels split in some operand) from the
+    operands whose type carries an Explicit sharding; the mesh is None when no operand's does."""
+    dims: dict[Any, tuple[str, ...]] = {}
+    split: set = set()
+    mesh = None
+    for x, labs in zip(operands, labels):
+        got = _explicit_dims(x)
+        if got is None:
+            continue
+        mesh, axes = got
+        for lab, a in zip(labs, axes):
+            dims.setdefault(lab, a)
+            if a:
+                split.add(lab)
+    return mesh, dims, split
+
+
+def _by_name(mesh: Any, dims: Mapping[Any, tuple[str, ...]], out_labels: Any, out_names: Mapping[Any, str],
+             mapping: Mapping[str, tuple[str, ...]]) -> NamedSharding:
+    """Each output name laid out by ``mapping``, any other output dim as it is in the operand it comes from
+    (Explicit mesh axes only, each used once)."""
+    explicit = {a for a, t in zip(mesh.axis_names, mesh.axis_types) if t == AxisType.Explicit}
+    used: set[str] = set()
+    out = []
+    for lab in out_labels:
+        name = out_names.get(lab)
+        axes = mapping[name] if name is not None and name in mapping else dims.get(lab, ())
+        axes = tuple(a for a in axes if a in explicit and a not in used)
+        used.update(axes)
+        out.append(entry(axes))
+    return NamedSharding(mesh, PartitionSpec(*out))
+
+
+def contraction_sharding(operands: Any, labels: Any, out_labels: Any, out_names: Mapping[Any, str],
+                         mapping: Mapping[str, tuple[str, ...]]) -> NamedSharding | None:
+    """The output sharding of a contraction on Explicit mesh axes, where JAX would find it ambiguous.
+
+    On Explicit axes the sharding is part of each value's type, and a contraction over a split dimension
+    needs its result's layout spelled out (JAX raises otherwise). By name it is known: each output name is
+    laid out by ``mapping`` (the rules in force), and any other output dim keeps the layout it has in the
+    operand it comes from; the contracted mesh axes are summed over (an all-reduce, or a reduce-scatter
+    where the rules split an output name over them). ``labels`` label each operand's dims, ``out_labels``
+    the output's, and ``out_names`` gives the axis name of the output labels that are named. None when no
+    operand is on Explicit axes or no contracted dim is split: JAX's own inference is then unambiguous.
+    """
+    mesh, dims, split = _explicit_layout(operands, labels)
+    if mesh is None or not split - set(out_labels):
+        return None
+    return _by_name(mesh, dims, out_labels, out_names, mapping)
+
+
+def gather_sharding(operands: Any, labels: Any, out_labels: Any, out_names: Mapping[Any, str],
+                    mapping: Mapping[str, tuple[str, ...]]) -> NamedSharding | None:
+    """The output sharding of a gather (a lookup by name) on Explicit mesh axes, where any split dim makes
+    JAX ask for one: laid out by name as :func:`contraction_sharding` lays out a contraction. None when no
+    operand is on Explicit axes or nothing is split."""
+    mesh, dims, split = _explicit_layout(operands, labels)
+    if mesh is None or not split:
+        return None
+    return _by_name(mesh, dims, out_labels, out_names, mapping)
+
+
+def with_layout(f: Callable, sharding: NamedSharding | None) -> Callable:
+    """``f`` computed with the Explicit mesh axes of ``sharding`` made automatic, its result laid out as
+    ``sharding`` says (``jax.sharding.auto_axes``); ``f`` itself when ``sharding`` is None."""
+    if sharding is None:
+        return f
+    mesh = sharding.mesh
+    explicit = tuple(a for a, t in zip(mesh.axis_names, mesh.axis_types) if t == AxisType.Explicit)
+    return jax.sharding.auto_axes(f, out_sharding=sharding, axes=explicit)
+
+
+def align_explicit_layouts(datas: list, names: list) -> list:
+    """Storages (``datas``, whose trailing dims are ``names``; None for a plain operand) laid out so that
+    each name is split alike in all of them, where they carry Explicit shardings in their types.
+
+    A vectorised map over a name (``nx.nmap``, the joins built on it) needs every operand's dim of that name
+    split the same way, and on Explicit axes the split is part of each operand's type: an operand made on
+    the spot (``nx.zeros``) is whole where another is split. The first operand that splits a name gives its
+    layout to the others.
+    """
+    found = [(_explicit_dims(d) if n is not None else None) for d, n in zip(datas, names)]
+    if not any(found):
+        return datas
+    mesh = next(f for f in found if f)[0]
+    chosen: dict[str, tuple[str, ...]] = {}
+    for f, d, n in zip(found, datas, names):
+        if f and n:
+            p = d.ndim - len(n)
+            for k, name in enumerate(n):
+                if f[1][p + k]:
+                    chosen.setdefault(name, f[1][p + k])
+    out = []
+    for f, d, n in zip(found, datas, names):
+        if n is not None and chosen:
+            p = d.ndim - len(n)
+            have = f[1] if f else ((),) * d.ndim
+            want = have[:p] + tuple(chosen.get(name, have[p + k]) for k, name in enumerate(n))
+            if want != have:
+                d = jax.sharding.reshard(d, NamedSharding(mesh, PartitionSpec(*[entry(a) for a in want])))
+        out.append(d)
+    return out

@@ -1,0 +1,14 @@
+"""The engine layer: one dispatch path for every named operation.
+
+An op is declared once, as the jax function it runs plus what its axis arguments mean; the engine aligns the
+operands by name, calls the function, and wraps the result again:
+
+* :mod:`~namedarray.engine.dispatch`: ``run`` / ``elementwise`` / ``reduce`` / ``along``, eagerly one cached
+  fused kernel per layout, under a trace the lax ops directly;
+* :mod:`~namedarray.engine.lifting`: lifting a positional function over named axes (what ``nx.nmap`` and
+  the numpy mirror use);
+* :mod:`~namedarray.engine.nmap`: ``nx.nmap``;
+* :mod:`~namedarray.engine.docstrings`: the rule for names that opens every generated docstring.
+
+It imports only :mod:`namedarray.core` and :mod:`namedarray.errors`.
+"""

@@ -1,0 +1,601 @@
+"""The dispatch engine: how every named operation runs.
+
+An operation is a pure *implementation* written on NamedArrays, ``impl(static, *operands)``, where ``static``
+holds its hashable configuration (the jax function, axis arguments, keyword options) and ``operands`` its
+arrays (NamedArrays, jax/NumPy arrays, Python scalars). :func:`run` executes it:
+
+* under tracing (inside ``jit``/``grad``/``scan``/``xmap``) the implementation runs inline and emits the lax
+  operations a positional programmer would write;
+* eagerly it runs as ONE cached kernel (:mod:`namedarray.core.kernels`): a ``jax.jit`` of the implementation
+  per
+  static configuration, operand layout (axis names in storage order, ranks) and axis environment, traced
+  per shapes and dtypes, so alignment (:mod:`namedarray.core.layout`: reshapes, transposes, broadcasts) is
+  fused with the operation into a single dispatch.
+
+Results keep the natural storage order of the layout rule (:mod:`namedarray.core.layout`). The implementations
+share three building blocks defined here: :func:`elementwise` (broadcast by name),
+:func:`reduce` (reduce over positions and names) and :func:`along` (an operation along one axis that keeps
+it), plus :func:`lift`, which vectorises any positional function over named axes (``nx.nmap``).
+
+>>> import namedarray as nx, jax.numpy as jnp
+>>> x = nx.wrap(jnp.ones((2, 3)), ["a", "b"])
+>>> y = nx.wrap(jnp.ones(3), ["b"])
+>>> (x + y).named_shape
+{'a': 2, 'b': 3}
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ..core import env as _env
+from ..core import kernels, placement
+from ..core.array import _ONE, NamedArray, _make, from_storage, is_named, pack, unpack
+from ..core.layout import align, join, named_sizes, pos_ndim, union
+from ..core.shape import join_sizes
+from ..errors import (
+    AxisSizeError,
+    AxisSpecError,
+    DuplicateAxisError,
+    PositionalMisuseError,
+    UnboundAxisError,
+    fmt_names,
+)
+
+__all__ = ["run", "elementwise", "reduce", "check_reduces", "along", "lift", "normalize_axis", "stats"]
+
+_Tracer = jax.core.Tracer
+try:  # the concrete array type: `type(d) is _ArrayImpl` rules out a tracer far faster than isinstance
+    from jax._src.array import ArrayImpl as _ArrayImpl
+except ImportError:  # pragma: no cover - a jax without it only loses the shortcut
+    _ArrayImpl = _Tracer
+
+stats = kernels.stats
+
+
+def run(impl: Callable, static: Any, operands: tuple) -> Any:
+    """Run ``impl(static, *operands)``: inline when tracing, else as one cached jitted kernel.
+
+    The eager kernel (:mod:`namedarray.core.kernels`) is keyed by the implementation, its static configuration
+    (strictly: ``1`` and ``1.0`` differ), the axis environment and the operands' layout (names and rank);
+    jax's own cache inside each kernel handles shapes, dtypes and weak types. An unhashable ``static``
+    runs op by op.
+
+    >>> import namedarray as nx, jax.numpy as jnp
+    >>> def scaled(static, x):
+    ...     return x * static
+    >>> run(scaled, 3.0, (nx.wrap(jnp.ones(2), ["k"]),)).unwrap(["k"]).tolist()
+    [3.0, 3.0]
+    """
+    datas = []
+    layout = []
+    for v in operands:
+        if type(v) is NamedArray:
+            d = v.data
+            if type(d) is not _ArrayImpl and isinstance(d, _Tracer):
+                return _run_traced(impl, static, operands)
+            datas.append(d)
+            layout.append((v.names, len(d.shape)))
+        else:
+            if type(v) is not _ArrayImpl and isinstance(v, _Tracer):
+                return _run_traced(impl, static, operands)
+            datas.append(v)
+            layout.append((None, getattr(v, "ndim", -1)) if v is not None else None)
+    env = _env.current()
+    kernel = kernels.kernel_for(impl, static, tuple(layout), None if env is _env.EMPTY else env,
+                                _make, unpack)
+    if kernel is None:  # unhashable static configuration: run op by op rather than fail
+        return impl(static, *operands)
+    stats.eager_calls += 1
+    try:
+        out = kernel.jitted(*datas)
+    except BaseException:
+        kernels.forget_failed(kernel)
+        raise
+    kernel.ok = True
+    result = kernel.result
+    structure = result.single if not result.varies else result.lookup(datas)
+    if structure[0] is _ONE:  # one NamedArray, the usual result: built here without a call to pack
+        return _make(out, structure[1])
+    return pack(out, structure)
+
+
+def _run_traced(impl: Callable, static: Any, operands: tuple):
+    out = impl(static, *operands)
+    if _env.current().resources:  # inside nx.xmap with resources: no value may use one twice
+        for check in _created_checks:
+            check(out, static)
+    return out
+
+
+# Checks on every value an operation creates under nx.xmap with resources, installed from above
+# (namedarray.adapter.resources) so that the engine imports nothing of the layers built on it.
+_created_checks: list[Callable[[Any, Any], None]] = []
+
+
+def install_created_check(check: Callable[[Any, Any], None]) -> None:
+    """Have every traced operation inside ``nx.xmap`` with resources call ``check(result, static)``."""
+    if check not in _created_checks:
+        _created_checks.append(check)
+
+
+clear_cache = kernels.clear_caches
+
+
+# --------------------------------------------------------------------------------------------------------
+# Elementwise
+
+
+def _elementwise_impl(static, *operands):
+    fn, where, kwargs = static
+    names = union(operands)
+    pos = -1
+    ranks_differ = False
+    for v in operands:  # the positional rank of each operand: equal ranks need no padding
+        r = pos_ndim(v) if type(v) is NamedArray else getattr(v, "ndim", 0)
+        if r < 0:
+            named_sizes(v)  # raises: a transform mapped one of its named axes
+        if r and pos >= 0 and r != pos:
+            ranks_differ = True
+        pos = max(pos, r)
+    same = True
+    k = len(names)
+    for v in operands:
+        if type(v) is NamedArray and v.names != names:
+            same = False
+            break
+    if same:  # one layout: check the named sizes agree without building the join (trace time only)
+        tail = None
+        for v in operands:
+            if type(v) is NamedArray:
+                t = v.data.shape[v.data.ndim - k:] if k else ()
+                if tail is None:
+                    tail = t
+                elif t != tail:
+                    join(operands, where)  # raises the size error with the user's names
+    else:
+        join(operands, where)
+    pad = pos if ranks_differ else None
+    datas = [align(v, names, pos=pad) for v in operands]
+    try:
+        out = fn(*datas, **dict(kwargs))
+    except (TypeError, ValueError):
+        _check_positional(operands, where)
+        raise
+    if isinstance(out, tuple):
+        return tuple(_make(o, names) for o in out)
+    return _make(out, names)
+
+
+def _check_positional(operands: tuple, where: str) -> None:
+    """Raise an :class:`AxisSizeError` in the user's terms when the positional shapes do not broadcast
+    (the storage shapes jax would report include the named axes)."""
+    shapes = [v.shape if type(v) is NamedArray else tuple(getattr(v, "shape", ())) for v in operands]
+    try:
+        np.broadcast_shapes(*shapes)
+    except ValueError:
+        parts = ", ".join(
+            f"argument {i}: shape {s}" + (f" with named axes {fmt_names(v.names)}"
+                                         if type(v) is NamedArray and v.names else "")
+            for i, (v, s) in enumerate(zip(operands, shapes)))
+        raise AxisSizeError(f"{where}: the positional shapes do not broadcast ({parts}); named axes "
+                            "broadcast by name, positional axes by NumPy's rules") from None
+
+
+def elementwise(fn: Callable, operands: tuple, where: str, kwargs: tuple = (),
+                static: kernels.Static | None = None) -> Any:
+    """``fn(*operands)`` broadcast by name: the result's named shape is the union of the operands'.
+
+    ``kwargs`` are static options as sorted ``(name, value)`` pairs. A declaration that calls this on every
+    use passes ``static=kernels.Static((fn, where, kwargs))``, built once, so each call skips key building.
+
+    >>> import namedarray as nx, jax.numpy as jnp
+    >>> elementwise(jnp.add, (nx.wrap(jnp.ones(2), ["a"]), nx.wrap(jnp.ones(3), ["b"])), "add").named_shape
+    {'a': 2, 'b': 3}
+    """
+    for v in operands:
+        if type(v) is NamedArray:
+            return run(_elementwise_impl, (fn, where, kwargs) if static is None else static, operands)
+    return fn(*operands, **dict(kwargs))
+
+
+# --------------------------------------------------------------------------------------------------------
+# Axis arguments
+
+
+def normalize_axis(axis: Any, x: NamedArray, where: str, *, allow_unbound: bool = False,
+                   blocks: bool = False) -> tuple[tuple[int, ...], tuple[str, ...]]:
+    """Split an ``axis=`` argument into (positional ints, names), validating both.
+
+    ``axis`` is None (every positional axis), an int, a name, or a tuple mixing both. Names the value does
+    not carry must be bound by an enclosing ``nx.xmap`` when ``allow_unbound``; else they are an error.
+    A name that ``nx.shard_map`` splits into per-device blocks is an error unless the caller combines the
+    blocks itself (``blocks``).
+
+    >>> import namedarray as nx, jax.numpy as jnp
+    >>> normalize_axis((-1, "a"), nx.wrap(jnp.zeros((2, 3, 4)), ["a", ...]), "example")
+    ((1,), ('a',))
+    """
+    p = pos_ndim(x)
+    if p < 0:
+        named_sizes(x)  # raises: a transform mapped one of the named axes
+    if axis is None:
+        return tuple(range(p)), ()
+    items = axis if isinstance(axis, (tuple, list)) else (axis,)
+    ints: list[int] = []
+    names: list[str] = []
+    for a in items:
+        if isinstance(a, str):
+            if a in names:
+                raise DuplicateAxisError(f"{where}: duplicate value in 'axis': {a!r}")
+            if a not in x.names:
+                env = _env.current()
+                if not env.is_bound(a) and a not in env.loops:
+                    raise UnboundAxisError(
+                        f"{where}: unbound axis name {a!r}: the value's named axes are "
+                        f"{fmt_names(x.names) or 'none'} (positional shape {x.shape}) and no enclosing "
+                        "nx.xmap binds it")
+                env.size(a, where)  # a name computed by a serial loop cannot be reduced here
+                if not allow_unbound:
+                    raise AxisSpecError(f"{where}: the value does not carry axis {a!r} "
+                                        f"(it has {fmt_names(x.names) or 'no names'})")
+            names.append(a)
+        elif isinstance(a, (int, np.integer)) and not isinstance(a, bool):
+            a = int(a)
+            if not -p <= a < p:
+                raise AxisSpecError(
+                    f"{where}: positional axis {a} is out of bounds for a value with {p} positional "
+                    f"axes (shape {x.shape}{_and_names(x)}; named axes are addressed by name, not by "
+                    "position)")
+            a %= p
+            if a in ints:
+                raise DuplicateAxisError(f"{where}: duplicate value in 'axis': {a}")
+            ints.append(a)
+        else:
+            raise AxisSpecError(f"{where}: axis must be an int, an axis name or a tuple of them, got {a!r}")
+    if names and not blocks:
+        _env.current().require_whole(names, where)
+    return tuple(ints), tuple(names)
+
+
+def _and_names(x: NamedArray) -> str:
+    """``, named axes 'a', 'b'`` for messages about positional axes (empty for a value without names)."""
+    return f", named axes {fmt_names(x.names)}" if x.names else ""
+
+
+def _broadcast_missing(x: NamedArray, names: Sequence[str]) -> NamedArray:
+    """``x`` broadcast along bound names it lacks (reducing over such a name then means what xmap said)."""
+    missing = [n for n in names if n not in x.names]
+    if not missing:
+        return x
+    env = _env.current()
+    sizes = named_sizes(x)
+    for n in missing:
+        sizes[n] = env.local_size(n)  # inside nx.shard_map: one block of it (the reduction combines them)
+    out_names = x.names + tuple(missing)
+    return _make(align(x, out_names, sizes), out_names)
+
+
+# --------------------------------------------------------------------------------------------------------
+# Reductions
+
+
+def _reduce_impl(static, x, *extra):
+    fn, where, axis, keepdims, kwargs, single = static
+    ints, names = normalize_axis(axis, x, where, allow_unbound=True, blocks=True)
+    split = _split_names(names, fn, where, extra)
+    x = _broadcast_missing(x, names)
+    # a where= mask (aligned to x) follows x along the names it was just broadcast to
+    extra = tuple(_broadcast_missing(e, names) if type(e) is NamedArray else e for e in extra)
+    p = pos_ndim(x)
+    data_axes = ints + tuple(p + x.names.index(n) for n in names)
+    out_names = tuple(n for n in x.names if n not in names)
+    kw = dict(kwargs)
+    if single:
+        if len(data_axes) != 1:
+            raise AxisSpecError(f"{where} reduces over exactly one axis, got axis={axis!r}")
+        data_axes = data_axes[0]
+    if split and fn in _MOMENTS:
+        out = _block_moment(fn, x.data, data_axes, kw, split)
+    else:
+        out = fn(x.data, *extra, axis=data_axes, **kw)
+    if keepdims:
+        # keepdims keeps positional axes only (size 1); the reduced named axes leave the named shape.
+        # Done here by a reshape: jnp's own keepdims is wrong for some functions on 0-d input (median).
+        kept = tuple(1 if i in ints else s for i, s in enumerate(x.data.shape[:p]))
+        kept += tuple(x.data.shape[p + x.names.index(n)] for n in out_names)
+        lead = out.ndim - (len(kept) - len(ints))  # e.g. quantile's leading q axes
+        out = out.reshape(out.shape[:lead] + kept)
+    if split and fn not in _MOMENTS:  # (the moments combined their blocks already)
+        out = _combine_blocks(out, fn, split)
+    return _make(out, out_names)
+
+
+# Inside nx.shard_map a reduction over a name split into per-device blocks reduces each block, then combines
+# the blocks with the mesh collective of the same kind; reductions that cannot be combined so are refused.
+BLOCK_COMBINE: dict[Callable, str] = {
+    jnp.sum: "sum", jnp.nansum: "sum", jnp.max: "max", jnp.amax: "max", jnp.nanmax: "max",
+    jnp.min: "min", jnp.amin: "min", jnp.nanmin: "min", jnp.mean: "mean", jnp.any: "max", jnp.all: "min",
+}
+
+
+# variance and standard deviation over a split name: two means, each combined over the blocks
+_MOMENTS = (jnp.var, jnp.std)
+
+
+def _split_names(names: tuple[str, ...], fn: Callable, where: str, extra: tuple) -> tuple[str, ...]:
+    env = _env.current()
+    split = tuple(n for n in names if env.split.get(n))
+    combined = fn in BLOCK_COMBINE or fn in _MOMENTS
+    if split and (not combined or (extra and BLOCK_COMBINE.get(fn, "mean") == "mean")):
+        # a mean or moment with a where= mask has unequal counts per block; the others need the whole axis
+        env.require_whole(split, where)
+    return split
+
+
+def split_mesh_axes(names: Sequence[str]) -> tuple[str, ...]:
+    """The mesh axes holding the blocks of the ``names`` that ``nx.shard_map`` splits here (usually none)."""
+    split = _env.current().split
+    return tuple(a for n in names for a in split.get(n, ())) if split else ()
+
+
+def block_mean(d: Any, axes: tuple[int, ...], mesh_axes: tuple[str, ...]) -> Any:
+    """``jnp.mean(d, axes, keepdims=True)``, over the whole axes when their blocks are spread over
+    ``mesh_axes`` (every block has the same size, so it is the mean of the blocks' means)."""
+    m = jnp.mean(d, axis=axes, keepdims=True)
+    return jax.lax.pmean(m, mesh_axes) if mesh_axes else m
+
+
+def _block_moment(fn: Callable, d: Any, axes: tuple[int, ...], kw: dict, split: tuple[str, ...]) -> Any:
+    """``jnp.var``/``jnp.std`` over axes some of which are split into blocks: the mean, then the mean squared
+    deviation from it, each combined over the blocks."""
+    unknown = sorted(set(kw) - {"ddof", "dtype"})
+    if unknown:
+        raise AxisSpecError(f"nx.{fn.__name__}: over a name split into blocks, only ddof= and dtype= are "
+                            f"supported, got {unknown}")
+    mesh_axes = split_mesh_axes(split)
+    dtype = kw.get("dtype") or jnp.promote_types(d.dtype, jnp.float32)
+    xf = d.astype(dtype)
+    mean = block_mean(xf, axes, mesh_axes)
+    var = jnp.squeeze(block_mean(jnp.abs(xf - mean) ** 2, axes, mesh_axes), axes)
+    ddof = kw.get("ddof", 0)
+    if ddof:
+        n = math.prod(d.shape[a] for a in axes) * math.prod(_env.current().blocks(name) for name in split)
+        var = var * (n / (n - ddof))
+    return jnp.sqrt(var) if fn is jnp.std else var
+
+
+def _combine_blocks(out: Any, fn: Callable, split: tuple[str, ...]) -> Any:
+    env = _env.current()
+    axes = tuple(a for n in split for a in env.split[n])
+    kind = BLOCK_COMBINE[fn]
+    if out.dtype == jnp.bool_:  # any/all: max/min of the blocks' answers
+        return _combine_blocks(out.astype(jnp.int32), fn, split).astype(jnp.bool_)
+    if kind == "sum":
+        return jax.lax.psum(out, axes)
+    if kind == "mean":  # every block has the same size: the mean of the means
+        return jax.lax.pmean(out, axes)
+    # the blocks' answers side by side on every device (a psum, which has a gradient; pmax has none)
+    n = math.prod(env.blocks(name) for name in split)
+    answers = jnp.zeros((n,) + out.shape, out.dtype).at[jax.lax.axis_index(axes)].set(out)
+    answers = jax.lax.psum(answers, axes)
+    return jnp.max(answers, axis=0) if kind == "max" else jnp.min(answers, axis=0)
+
+
+def reduce(fn: Callable, x: Any, axis: Any, where: str, keepdims: bool = False, kwargs: tuple = (),
+           extra: tuple = (), single: bool = False) -> Any:
+    """Reduce ``x`` over ``axis`` (positions and/or names); ``axis=None`` reduces positional axes only.
+
+    A name the value lacks but an enclosing ``nx.xmap`` binds reduces as if the value were broadcast along
+    it (sum multiplies by the size; mean, max and min return the value), as in xmap. ``extra`` operands
+    follow ``x`` into ``fn`` (quantile's ``q``, a ``where=`` mask aligned to ``x``); ``single`` asks for
+    exactly one axis (argmax).
+
+    >>> import namedarray as nx, jax.numpy as jnp
+    >>> reduce(jnp.sum, nx.wrap(jnp.ones((2, 3)), ["a", "b"]), "b", "sum").unwrap(["a"]).tolist()
+    [3.0, 3.0]
+    """
+    if type(x) is not NamedArray:
+        kw = dict(kwargs, keepdims=True) if keepdims else dict(kwargs)
+        return fn(x, *extra, axis=axis, **kw)
+    if isinstance(axis, list):
+        axis = tuple(axis)
+    elif axis is None:
+        check_reduces(x, where)
+    return run(_reduce_impl, (fn, where, axis, keepdims, kwargs, single), (x, *extra))
+
+
+def check_reduces(x: Any, where: str) -> None:
+    """Refuse ``axis=None`` on a value whose axes are all named, outside ``nx.xmap`` bodies.
+
+    ``axis=None`` reduces the positional axes only (xmap's rule), so on such a value it would reduce nothing
+    and return it unchanged: ``logits - logsumexp(logits)`` would be zeros. Inside an ``nx.xmap`` body, where
+    values are per-example views and xmap's rule is the contract, it holds as it is.
+
+    >>> import namedarray as nx
+    >>> check_reduces(nx.zeros((3,), named_shape={"b": 2}), "nx.sum")   # a positional axis to reduce: fine
+    """
+    if type(x) is NamedArray and x.names and x.data.ndim == len(x.names) and not _env.current().sizes:
+        names = x.names
+        raise AxisSpecError(
+            f"{where}: axis=None reduces the positional axes only (named axes are reduced only when named), "
+            f"and this value has none: its axes are all named ({fmt_names(names)}). Name the axes to reduce: "
+            f"axis={names[0]!r}" + (f", or axis={tuple(names)!r} for all of them" if len(names) > 1 else ""))
+
+
+# --------------------------------------------------------------------------------------------------------
+# Operations along one axis that keep it (cumsum, sort, flip, roll, diff, ...)
+
+
+def _along_impl(static, x, *extra):
+    fn, where, axis, kwargs = static
+    ints, _ = normalize_axis(axis, x, where)
+    p = pos_ndim(x)
+
+    def storage_axis(a):
+        return p + x.names.index(a) if isinstance(a, str) else int(a) % p
+
+    # in the order given: per-axis options (roll's shifts) pair with the axes by position
+    if axis is None:
+        ax = ints
+    elif isinstance(axis, tuple):
+        ax = tuple(storage_axis(a) for a in axis)
+    else:
+        ax = storage_axis(axis)
+    out = fn(x.data, *extra, axis=ax, **dict(kwargs))
+    if isinstance(out, (tuple, list)):
+        return type(out)(_make(o, x.names) for o in out)
+    return _make(out, x.names)
+
+
+def along(fn: Callable, x: Any, axis: Any, where: str, kwargs: tuple = (), extra: tuple = ()) -> Any:
+    """``fn(x, axis=...)`` on the axis given by position or name; the other axes are batch axes.
+
+    A tuple of axes reaches ``fn`` in the order given (``roll``'s shifts pair with it).
+
+    >>> import namedarray as nx, jax.numpy as jnp
+    >>> along(jnp.cumsum, nx.wrap(jnp.ones((2, 3)), ["a", "b"]), "b", "cumsum").unwrap(["a", "b"])[0].tolist()
+    [1.0, 2.0, 3.0]
+    """
+    if type(x) is not NamedArray:
+        return fn(x, *extra, axis=axis, **dict(kwargs))
+    if isinstance(axis, list):
+        axis = tuple(axis)
+    return run(_along_impl, (fn, where, axis, kwargs), (x, *extra))
+
+
+# --------------------------------------------------------------------------------------------------------
+# Lifting a positional function over named axes (nx.nmap)
+
+
+def _is_dynamic(v) -> bool:
+    return type(v) is NamedArray or isinstance(v, (jax.Array, np.ndarray, np.generic))
+
+
+def vectorize(f: Callable, named_flags: Sequence[tuple[str, ...] | None], names: tuple[str, ...]):
+    """``f`` on storages, vmapped over ``names``: its outputs end with the named axes in the order ``names``.
+
+    ``named_flags`` are the operands' storage names (None for a plain operand). Each map stacks its results
+    last, so the first name is the innermost map and the last the outermost; a map finds its name among the
+    operand's trailing named axes that the maps outside it have not taken yet.
+    """
+    fn = f
+    for j, name in enumerate(names):
+        outer = names[j + 1:]
+        in_axes = []
+        for ns in named_flags:
+            if ns is None or name not in ns:
+                in_axes.append(None)
+            else:
+                left = [n for n in ns if n not in outer]
+                in_axes.append(left.index(name) - len(left))  # counted from the end: names are last
+        fn = jax.vmap(fn, in_axes=tuple(in_axes), out_axes=-1, axis_name=name)
+    return fn
+
+
+def _lift_impl(static, *dyn):
+    f, treedef, slots, where = static
+    try:
+        join(dyn, where)
+    except AxisSizeError:  # say which argument (and where in its pytree), not which dynamic leaf
+        join_sizes([named_sizes(v) if type(v) is NamedArray else None for v in dyn], where,
+                   _dyn_labels(treedef, slots))
+        raise
+    names = union(dyn)
+    flags = [v.names if type(v) is NamedArray else None for v in dyn]
+
+    def body(*datas):
+        leaves = list(slots)
+        it = iter(datas)
+        for i, s in enumerate(leaves):
+            if s is _DYN:
+                leaves[i] = next(it)
+        args, kwargs = jax.tree.unflatten(treedef, leaves)
+        return f(*args, **kwargs)
+
+    datas = [v.data if type(v) is NamedArray else v for v in dyn]
+    if any(isinstance(d, _Tracer) for d in datas):  # Explicit layouts live in traced types
+        datas = placement.align_explicit_layouts(datas, flags)
+    out = vectorize(body, flags, names)(*datas)
+    return jax.tree.map(lambda o: _out_leaf(o, names), out, is_leaf=is_named)
+
+
+def _dyn_labels(treedef, slots) -> list[str]:
+    """``argument 1``, ``argument 0[2]``, ``keyword argument 'b'``: the dynamic leaves, for messages."""
+    marks = jax.tree.unflatten(treedef, list(range(len(slots))))
+    labels = {}
+    for path, i in jax.tree_util.tree_flatten_with_path(marks)[0]:
+        where, key, rest = path[0].idx, path[1], jax.tree_util.keystr(tuple(path[2:]))
+        labels[i] = f"argument {key.idx}{rest}" if where == 0 else f"keyword argument {key.key!r}{rest}"
+    return [labels[i] for i, s in enumerate(slots) if s is _DYN]
+
+
+def _out_leaf(o, names):
+    if type(o) is NamedArray:
+        # f produced names of its own: the vmapped names were appended after them
+        inner = o.names
+        return from_storage(o.data, inner + names, "nx.nmap")
+    return _make(o, names) if hasattr(o, "ndim") else o
+
+
+class _DynSlot:
+    __slots__ = ()
+
+    def __repr__(self):
+        return "<dynamic>"
+
+
+_DYN = _DynSlot()
+
+
+def lift(f: Callable, args: tuple, kwargs: dict, where: str) -> Any:
+    """Call positional ``f`` vectorised over every named axis of the NamedArrays among its arguments.
+
+    Arrays anywhere in ``args``/``kwargs`` are operands; every other leaf is static configuration (it keys
+    the eager kernel). Without a NamedArray among them this is just ``f(*args, **kwargs)``.
+
+    >>> import namedarray as nx, jax.numpy as jnp
+    >>> lift(jnp.linalg.norm, (nx.wrap(jnp.ones((4, 3)), ["b", ...]),), {}, "norm").named_shape
+    {'b': 4}
+    """
+    leaves, treedef = jax.tree.flatten((args, kwargs), is_leaf=is_named)
+    dyn = []
+    slots = []
+    any_named = False
+    for leaf in leaves:
+        if _is_dynamic(leaf):
+            dyn.append(leaf)
+            slots.append(_DYN)
+            any_named = any_named or type(leaf) is NamedArray
+        else:
+            slots.append(leaf)
+    if not any_named:
+        return f(*args, **kwargs)
+    static = (f, treedef, tuple(slots), where)
+    try:
+        hash(static)
+    except TypeError:
+        return _lift_impl(static, *dyn)
+    return run(_lift_impl, static, tuple(dyn))
+
+
+def positional_only(fn: Callable, x: Any, where: str) -> Any:
+    """``fn`` of ``x``'s storage, for functions whose output size depends on values (``nonzero``).
+
+    They cannot vectorise over names, so a value with named axes is a :class:`PositionalMisuseError`.
+
+    >>> import namedarray as nx, jax.numpy as jnp
+    >>> positional_only(jnp.flatnonzero, nx.wrap(jnp.array([0, 3, 4])), "flatnonzero").tolist()
+    [1, 2]
+    """
+    if type(x) is NamedArray and x.names:
+        raise PositionalMisuseError(
+            f"{where} cannot vectorise over named axes {fmt_names(x.names)}: its output size depends on "
+            "the values. Move the names to positions first with x.unwrap(...) or nx.unwrap(x, ...)")
+    return fn(x.data if type(x) is NamedArray else x)

@@ -1,0 +1,276 @@
+"""Interoperability: xarray DataArrays and safetensors files, keeping the axis names.
+
+* ``nx.from_xarray(da)`` / ``x.to_xarray()``: a DataArray's dims are a NamedArray's names (the ``[xarray]``
+  extra). Coordinates and attributes are xarray's, not nx's: ``to_xarray(coords=...)`` puts them back.
+* ``nx.save_safetensors(tensors, path)`` / ``nx.load_safetensors(path)``: a flat dict of NamedArrays (and
+  plain arrays) in a safetensors file, each tensor's names in the file's metadata (the ``[safetensors]``
+  extra), so a file read back has the same names, whatever order they were stored in.
+* Orbax checkpoints: a pytree of NamedArrays saves as it is. Each leaf's key path names its order
+  (``w.data[embed,mlp]``), so the checkpoint says what every leaf means. ``checkpointer.restore(path,
+  target)`` restores into a target laid out in the same orders, e.g. ``nx.shard(jax.eval_shape(init, key))``
+  in the program that saved it, and refuses (orbax's "Structure mismatch" naming both paths) a target whose
+  orders differ, never transposing a leaf. ``nx.restore_checkpoint(checkpointer, path, target)`` restores
+  by name whatever the orders of either side (see README, "Checkpoints and interop").
+
+>>> import namedarray as nx, jax.numpy as jnp
+>>> x = nx.wrap(jnp.zeros((2, 3)), ["batch", "embed"])
+>>> nx.from_xarray(x.to_xarray()).named_shape
+{'batch': 2, 'embed': 3}
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ..core.array import NamedArray, _make, is_named
+from ..core.orders import canonical, order_key, parse_order_key
+from ..core.shape import check_names
+from ..errors import AxisSpecError, PositionalMisuseError, fmt_names
+
+__all__ = ["from_xarray", "to_xarray", "save_safetensors", "load_safetensors", "restore_checkpoint"]
+
+_METADATA_KEY = "namedarray.names"
+
+
+# --------------------------------------------------------------------------------------------------------
+# xarray
+
+
+def from_xarray(da: Any) -> NamedArray:
+    """A NamedArray from an ``xarray.DataArray``: every dim becomes a named axis (coordinates are dropped).
+
+    >>> import xarray as xr, numpy as np, namedarray as nx
+    >>> nx.from_xarray(xr.DataArray(np.ones((2, 3)), dims=("time", "station"))).named_shape
+    {'station': 3, 'time': 2}
+    """
+    dims = getattr(da, "dims", None)
+    if hasattr(da, "data_vars"):
+        raise TypeError("nx.from_xarray: expected an xarray.DataArray, got a Dataset; convert its variables "
+                        "one by one: {k: nx.from_xarray(ds[k]) for k in ds.data_vars}")
+    if dims is None or not hasattr(da, "values") or callable(da.values):
+        raise TypeError(f"nx.from_xarray: expected an xarray.DataArray, got {type(da).__name__}")
+    names = tuple(str(d) for d in dims)
+    check_names(names, "nx.from_xarray")
+    values = np.asarray(da.values)
+    if values.dtype.kind in "mMOSU":  # datetimes, objects, strings: no JAX dtype holds them
+        raise TypeError(f"nx.from_xarray: the DataArray holds {values.dtype} values, which JAX arrays cannot "
+                        f"hold; convert them to numbers first (e.g. da.astype('int64') for datetimes)")
+    return _make(jnp.asarray(values), names)
+
+
+def to_xarray(x: NamedArray, coords: Mapping[str, Any] | None = None, **kwargs: Any) -> Any:
+    """An ``xarray.DataArray`` whose dims are ``x``'s names, in storage order (``coords`` and the other
+    keyword arguments go to ``xarray.DataArray``). Positional axes have no dim name: name them first
+    (``x.tag(...)``).
+
+    >>> import namedarray as nx, jax.numpy as jnp
+    >>> nx.wrap(jnp.zeros((2, 3)), ["batch", "embed"]).to_xarray().dims
+    ('batch', 'embed')
+    """
+    import xarray
+
+    if not is_named(x):
+        raise TypeError(f"to_xarray: expected a NamedArray, got {type(x).__name__}")
+    if x.ndim:
+        raise PositionalMisuseError(
+            f"to_xarray: the value has positional axes (shape {x.shape}) besides its named axes "
+            f"{fmt_names(x.names) or '(none)'}, and xarray names every dim: name them first, e.g. "
+            f"x.tag({', '.join(repr(f'dim_{i}') for i in range(x.ndim))})")
+    return xarray.DataArray(np.asarray(x.data), dims=x.names, coords=coords, **kwargs)
+
+
+# --------------------------------------------------------------------------------------------------------
+# safetensors
+
+
+def save_safetensors(tensors: Mapping[str, Any], path: str,
+                     metadata: Mapping[str, str] | None = None) -> None:
+    """Write a flat dict of NamedArrays (and plain arrays) to a safetensors file, with their names.
+
+    Each NamedArray is stored as its storage array; its names (in storage order, positional axes first
+    unnamed) go to the file's metadata under ``"namedarray.names"``, next to your own ``metadata``.
+
+    >>> import namedarray as nx, jax.numpy as jnp, tempfile, os
+    >>> path = os.path.join(tempfile.mkdtemp(), "w.safetensors")
+    >>> nx.save_safetensors({"w": nx.wrap(jnp.ones((2, 3)), ["embed", "mlp"])}, path)
+    >>> nx.load_safetensors(path)["w"].named_shape
+    {'embed': 2, 'mlp': 3}
+    """
+    from safetensors.numpy import save_file
+
+    if not isinstance(tensors, Mapping):
+        raise TypeError(f"nx.save_safetensors: tensors must be a dict name -> array, got "
+                        f"{type(tensors).__name__}")
+    arrays: dict[str, np.ndarray] = {}
+    layout: dict[str, dict] = {}  # per tensor: its names and its shape (safetensors stores a scalar as (1,))
+    for key, v in tensors.items():
+        if not isinstance(key, str):
+            raise TypeError(f"nx.save_safetensors: tensor names must be strings, got {key!r}")
+        if isinstance(v, (Mapping, list, tuple)):
+            raise TypeError(f"nx.save_safetensors: tensors must be a flat dict name -> array, but {key!r} "
+                            f"holds a {type(v).__name__}; flatten it first (e.g. keys joined with '/')")
+        data = np.asarray(v.data if is_named(v) else v)
+        arrays[key] = np.ascontiguousarray(data)
+        layout[key] = {"names": list(v.names) if is_named(v) else None, "shape": list(data.shape)}
+    meta = dict(metadata or {})
+    if _METADATA_KEY in meta:
+        raise AxisSpecError(f"nx.save_safetensors: the metadata key {_METADATA_KEY!r} is nx's own")
+    meta[_METADATA_KEY] = json.dumps(layout)
+    save_file(arrays, path, metadata=meta)
+
+
+def load_safetensors(path: str) -> dict[str, Any]:
+    """Read a safetensors file written by :func:`save_safetensors`: NamedArrays with their names again
+    (tensors stored without names come back as jax arrays).
+
+    >>> import namedarray as nx, jax.numpy as jnp, tempfile, os
+    >>> path = os.path.join(tempfile.mkdtemp(), "b.safetensors")
+    >>> nx.save_safetensors({"b": jnp.arange(3)}, path)
+    >>> nx.load_safetensors(path)["b"].tolist()
+    [0, 1, 2]
+    """
+    from safetensors import safe_open
+
+    out: dict[str, Any] = {}
+    with safe_open(path, framework="numpy") as f:
+        meta = f.metadata() or {}
+        layout = json.loads(meta.get(_METADATA_KEY, "{}"))
+        for key in f.keys():  # noqa: SIM118  (safe_open is not a mapping)
+            try:
+                data = f.get_tensor(key)
+            except AttributeError:  # a dtype numpy lacks (float8): safetensors' reader asks numpy for it
+                data = _raw_tensor(path, key)
+            info = layout.get(key, {})
+            if "shape" in info:
+                data = data.reshape(info["shape"])
+            data = jnp.asarray(data)
+            if info.get("names") is not None:
+                own = tuple(info["names"])
+                if len(own) > data.ndim:
+                    raise AxisSpecError(f"nx.load_safetensors: tensor {key!r} has shape {data.shape} but the "
+                                        f"file names {len(own)} axes {fmt_names(own)}")
+                out[key] = _make(data, check_names(own, "nx.load_safetensors"))
+            else:
+                out[key] = data
+    return out
+
+
+def _raw_tensor(path: str, key: str) -> np.ndarray:
+    """Tensor ``key`` read from the file's own layout (an 8-byte header size, a JSON header, the bytes), for
+    the float8 dtypes that JAX has (through ml_dtypes) and safetensors' numpy reader does not."""
+    import ml_dtypes
+
+    dtypes = {"F8_E4M3": ml_dtypes.float8_e4m3fn, "F8_E5M2": ml_dtypes.float8_e5m2}
+    with open(path, "rb") as fh:
+        size = int.from_bytes(fh.read(8), "little")
+        info = json.loads(fh.read(size))[key]
+        if info["dtype"] not in dtypes:
+            raise TypeError(f"nx.load_safetensors: tensor {key!r} has dtype {info['dtype']}, which this "
+                            "reader does not know")
+        start, end = info["data_offsets"]
+        fh.seek(8 + size + start)
+        raw = fh.read(end - start)
+    return np.frombuffer(raw, dtype=dtypes[info["dtype"]]).reshape(info["shape"])
+
+
+# --------------------------------------------------------------------------------------------------------
+# Orbax: restoring by name
+
+
+def restore_checkpoint(checkpointer: Any, path: Any, target: Any) -> Any:
+    """Restore a checkpoint into ``target``'s structure, names and shardings, matching axes by name.
+
+    ``checkpointer`` is an orbax ``StandardCheckpointer`` (anything with ``metadata(path)`` and
+    ``restore(path, target)``); ``target`` the abstract tree to restore into, e.g.
+    ``nx.shard(jax.eval_shape(init, key))``.
+    Each NamedArray is read in the order the checkpoint recorded for it (its key path, ``data[a,b]``) and
+    comes back with its names, so a program whose boundary orders differ from the saving program's gets the
+    right values, where ``checkpointer.restore(path, target)`` refuses the mismatched paths. Saved names that
+    differ from the target's (a renamed axis) are an :class:`~namedarray.errors.AxisSpecError` naming both.
+
+    >>> import namedarray as nx, jax.numpy as jnp, orbax.checkpoint as ocp, tempfile, os
+    >>> path = os.path.join(tempfile.mkdtemp(), "ckpt")
+    >>> ckptr = ocp.StandardCheckpointer()
+    >>> ckptr.save(path, {"w": nx.wrap(jnp.arange(6.0).reshape(2, 3), ["embed", "mlp"])})
+    >>> ckptr.wait_until_finished()
+    >>> target = {"w": nx.wrap(jnp.zeros((3, 2)), ["mlp", "embed"])}
+    >>> nx.restore_checkpoint(ckptr, path, target)["w"].unwrap(["embed", "mlp"]).tolist()
+    [[0.0, 1.0, 2.0], [3.0, 4.0, 5.0]]
+    """
+    where = "nx.restore_checkpoint"
+    meta = checkpointer.metadata(path)
+    meta = getattr(meta, "item_metadata", meta)
+    meta = getattr(meta, "tree", meta)
+    saved: dict[tuple[str, ...], dict[str, Any]] = {}  # a node's path -> {its child keys: metadata}
+    for p, m in jax.tree_util.tree_flatten_with_path(meta)[0]:
+        keys = _path_strings(p)
+        saved.setdefault(keys[:-1], {})[keys[-1]] = m
+
+    leaves, tree = jax.tree_util.tree_flatten_with_path(target, is_leaf=is_named)
+    request, plans = [], []
+    for p, v in leaves:
+        if not is_named(v):
+            request.append(v)
+            plans.append(None)
+            continue
+        at = _path_strings(p)
+        label = jax.tree_util.keystr(p) or "the target"
+        found = {parse_order_key(k): k for k in saved.get(at, {}) if parse_order_key(k) is not None}
+        names = v.names
+        key = next((k for order, k in found.items() if set(order) == set(names)), None)
+        if key is None and names and found == {(): "data"}:
+            key = "data"  # saved before key paths named orders (or without names): see below
+        if key is None:
+            if not found:  # not in the checkpoint at all: orbax's own message says which paths it holds
+                request.append({order_key(canonical(names)): _abstract(v, canonical(names))})
+                plans.append((order_key(canonical(names)), canonical(names)))
+                continue
+            held = " or ".join(str(sorted(o)) for o in found)
+            raise AxisSpecError(f"{where}: the checkpoint holds {label} with the names {held}, the target "
+                                f"has {sorted(names)}")
+        order = parse_order_key(key)
+        if key == "data" and len(names) > 1:  # saved before keys named their order: the order is unknown
+            raise AxisSpecError(
+                f"{where}: the checkpoint holds {label} (names {sorted(names)}) without its axis order (it "
+                "was saved under the key 'data'); restore it with checkpointer.restore in a program whose "
+                f"boundary order of these names is the saving program's (nx.fix_canonical_order)")
+        if key == "data":
+            order = names
+        request.append({key: _abstract(v, order)})
+        plans.append((key, order))
+    restored = tree.flatten_up_to(checkpointer.restore(path, jax.tree_util.tree_unflatten(tree, request)))
+    out = [r if plan is None else _make(r[plan[0]], plan[1]) for r, plan in zip(restored, plans)]
+    return jax.tree_util.tree_unflatten(tree, out)
+
+
+def _path_strings(path) -> tuple[str, ...]:
+    """A key path as the strings a path-keyed checkpoint uses for it."""
+    out = []
+    for k in path:
+        for attr in ("key", "name", "idx"):
+            if hasattr(k, attr):
+                out.append(str(getattr(k, attr)))
+                break
+        else:
+            out.append(str(k))
+    return tuple(out)
+
+
+def _abstract(v: NamedArray, order: tuple[str, ...]) -> Any:
+    """The abstract storage of ``v`` with its names in ``order``: shape, dtype and sharding permuted."""
+    d = v.data
+    p = d.ndim - len(v.names)
+    perm = tuple(range(p)) + tuple(p + v.names.index(n) for n in order)
+    shape = tuple(d.shape[i] for i in perm)
+    sharding = getattr(d, "sharding", None)
+    if isinstance(sharding, jax.sharding.NamedSharding):
+        spec = tuple(sharding.spec) + (None,) * (d.ndim - len(sharding.spec))
+        sharding = jax.sharding.NamedSharding(sharding.mesh,
+                                              jax.sharding.PartitionSpec(*(spec[i] for i in perm)))
+    return jax.ShapeDtypeStruct(shape, d.dtype, sharding=sharding)

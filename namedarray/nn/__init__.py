@@ -1,0 +1,481 @@
+"""``nx.nn``: ``jax.nn`` for NamedArrays, with names allowed wherever an ``axis`` is.
+
+* Elementwise activations (``relu``, ``gelu``, ``sigmoid``, ``silu``, ``softplus``, ``tanh``, ...) broadcast
+  by name like every elementwise ``nx`` function.
+* ``softmax``, ``log_softmax``, ``logsumexp``, ``logmeanexp``, ``standardize`` and ``glu`` take ``axis`` as
+  an int, a name, or a tuple mixing both; a string is always one name, however long.
+* ``one_hot(x, n, axis="classes")`` adds the class axis as a *named* axis.
+* ``layer_norm(x, axis, scale, bias)`` and ``rms_norm(x, axis, scale)`` normalize along names;
+  ``dot_product_attention`` takes the names of the sequences and head features
+  (:mod:`namedarray.nn.attention`); ``nx.nn.initializers`` also take ``named_shape=``
+  (:mod:`namedarray.nn.initializers`).
+* Every other function of ``jax.nn`` is lifted over the names (:mod:`namedarray.engine.lifting`).
+
+A name the value lacks but an enclosing ``nx.xmap`` binds is one along which the value is constant (xmap's
+rule): ``logsumexp`` over it adds ``log(size)``, ``softmax`` divides by the size, ``standardize`` ignores it.
+None of them adds the name to the result, since the result does not vary along it either.
+
+>>> import namedarray as nx, jax.numpy as jnp
+>>> logits = nx.wrap(jnp.zeros((2, 4)), ["batch", "classes"])
+>>> p = nx.nn.softmax(logits, axis="classes")
+>>> p.named_shape, nx.sum(p, "classes").unwrap(["batch"]).tolist()
+({'batch': 2, 'classes': 4}, [1.0, 1.0])
+>>> nx.nn.one_hot(jnp.array([2, 0]), 3, axis="classes").named_shape
+{'classes': 3}
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import math
+import operator
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ..core import env as _env
+from ..core import kernels
+from ..core.array import NamedArray, _make, from_storage
+from ..core.layout import union
+from ..core.wrapping import wrap
+from ..engine import dispatch as engine
+from ..engine.lifting import rest_of
+from ..errors import AxisSizeError, AxisSpecError, DuplicateAxisError, fmt_names
+from . import initializers
+from .attention import dot_product_attention
+
+__all__ = ["relu", "relu6", "gelu", "sigmoid", "silu", "swish", "softplus", "tanh", "elu", "celu", "selu",
+           "leaky_relu", "log_sigmoid", "soft_sign", "hard_sigmoid", "hard_silu", "hard_swish", "hard_tanh",
+           "mish", "squareplus", "sparse_plus", "sparse_sigmoid", "log1mexp", "identity", "softmax",
+           "log_softmax", "logsumexp", "logmeanexp", "standardize", "glu", "one_hot", "layer_norm",
+           "rms_norm", "dot_product_attention", "initializers"]
+
+Axis = int | str | tuple[int | str, ...] | None
+
+
+# --------------------------------------------------------------------------------------------------------
+# Elementwise activations
+
+
+def _is_array(v: Any) -> bool:
+    return type(v) is NamedArray or hasattr(v, "shape")
+
+
+def _activation(fn: Callable) -> Callable:
+    name = fn.__name__
+    where = f"nx.nn.{name}"
+    params = list(inspect.signature(fn).parameters)[1:]
+    static = kernels.Static((fn, where, ()))
+
+    @functools.wraps(fn)
+    def f(x, *args, **kwargs):
+        if type(x) is not NamedArray and not any(type(v) is NamedArray for v in (*args, *kwargs.values())):
+            return fn(x, *args, **kwargs)
+        if not args and not kwargs:  # the usual call, with its key built once
+            return engine.elementwise(fn, (x,), where, static=static)
+        kwargs.update(zip(params, args))
+        if any(_is_array(v) for v in kwargs.values()):
+            # an array-valued parameter (e.g. a per-feature negative_slope): vectorise over all names
+            return engine.lift(fn, (x,), kwargs, where)
+        return engine.elementwise(fn, (x,), where, tuple(sorted(kwargs.items())))
+
+    f.__doc__ = (f"``jax.nn.{name}`` broadcast over named axes (the named shape is unchanged).\n\n"
+                 f"    >>> import namedarray as nx, jax.numpy as jnp\n"
+                 f"    >>> nx.nn.{name}(nx.wrap(jnp.zeros(3), ['b'])).named_shape\n"
+                 f"    {{'b': 3}}\n")
+    return f
+
+
+relu = _activation(jax.nn.relu)
+relu6 = _activation(jax.nn.relu6)
+gelu = _activation(jax.nn.gelu)
+sigmoid = _activation(jax.nn.sigmoid)
+silu = _activation(jax.nn.silu)
+swish = _activation(jax.nn.swish)
+softplus = _activation(jax.nn.softplus)
+tanh = _activation(jax.nn.tanh)
+elu = _activation(jax.nn.elu)
+celu = _activation(jax.nn.celu)
+selu = _activation(jax.nn.selu)
+leaky_relu = _activation(jax.nn.leaky_relu)
+log_sigmoid = _activation(jax.nn.log_sigmoid)
+soft_sign = _activation(jax.nn.soft_sign)
+hard_sigmoid = _activation(jax.nn.hard_sigmoid)
+hard_silu = _activation(jax.nn.hard_silu)
+hard_swish = _activation(jax.nn.hard_swish)
+hard_tanh = _activation(jax.nn.hard_tanh)
+mish = _activation(jax.nn.mish)
+squareplus = _activation(jax.nn.squareplus)
+sparse_plus = _activation(jax.nn.sparse_plus)
+sparse_sigmoid = _activation(jax.nn.sparse_sigmoid)
+log1mexp = _activation(jax.nn.log1mexp)
+identity = _activation(jax.nn.identity)
+
+
+# --------------------------------------------------------------------------------------------------------
+# Functions along axes: the operands are broadcast together by name, then the jax.nn function runs on the
+# storage with the named axes translated to storage positions.
+
+
+def _has_name(axis: Any) -> bool:
+    if isinstance(axis, str):
+        return True
+    return isinstance(axis, (tuple, list)) and any(isinstance(a, str) for a in axis)
+
+
+def _static_axis(axis: Any) -> Any:
+    return tuple(axis) if isinstance(axis, list) else axis
+
+
+_PY_SCALARS = (int, float, complex, bool)
+
+
+def _full(operands: tuple, where: str, labels: tuple[str, ...]) -> tuple[list, tuple[str, ...], int]:
+    """The operands broadcast to one full storage shape (positional broadcast shape, then every name).
+
+    ``labels`` name the operands (``"x"``, ``"where"``, ...) in the error for positional shapes that do not
+    broadcast.
+    """
+    sizes = engine.join(operands, where)
+    names = union(operands)
+    shapes = [(v.shape if type(v) is NamedArray else np.shape(v), label)
+              for v, label in zip(operands, labels) if v is not None]
+    try:
+        pshape = tuple(np.broadcast_shapes(*(s for s, _ in shapes)))
+    except ValueError:
+        raise AxisSizeError(f"{where}: the positional shapes do not broadcast: "
+                            + ", ".join(f"{s} in {label!r}" for s, label in shapes if s)
+                            + " (named axes broadcast by name, positional ones as in NumPy)") from None
+    full = pshape + tuple(sizes[n] for n in names)
+    out = []
+    for v in operands:
+        if v is None:
+            out.append(None)
+            continue
+        if isinstance(v, _PY_SCALARS):
+            out.append(v)  # a Python scalar broadcasts by itself and keeps its weak type
+            continue
+        d = engine.align(v, names, sizes) if type(v) is NamedArray else engine.align(jnp.asarray(v), names)
+        out.append(jnp.broadcast_to(d, full))
+    return out, names, len(pshape)
+
+
+def _storage_axes(axis: Any, x: NamedArray, where: str,
+                  blocks: bool = False) -> tuple[tuple[int, ...], int, tuple[str, ...]]:
+    """(storage axes of ``axis`` in ``x``, product of the sizes of the bound names ``x`` lacks, the mesh axes
+    holding blocks of the carried names when ``nx.shard_map`` splits them -- only allowed with ``blocks``)."""
+    if axis is None:
+        engine.check_reduces(x, where)
+    ints, named = engine.normalize_axis(axis, x, where, allow_unbound=True, blocks=blocks)
+    p = engine.pos_ndim(x)
+    carried = tuple(p + x.names.index(n) for n in named if n in x.names)
+    env = _env.current()
+    missing = math.prod(env.size(n, where) for n in named if n not in x.names)
+    mesh_axes = tuple(a for n in named if n in x.names for a in env.split.get(n, ()))
+    return ints + carried, missing, mesh_axes
+
+
+def _block_max_and_sum(d, axes: tuple[int, ...], mesh_axes: tuple[str, ...]):
+    """(max, sum of exp(d - max)) over ``axes``, kept as size-1 dims, combined over the devices holding the
+    blocks (inside ``nx.shard_map``): what a softmax or logsumexp over a split name needs."""
+    # any shift gives the same values: the maximum keeps exp() in range, and needs no gradient
+    m = jax.lax.pmax(jax.lax.stop_gradient(jnp.max(d, axis=axes, keepdims=True)), mesh_axes)
+    s = jax.lax.psum(jnp.sum(jnp.exp(d - m), axis=axes, keepdims=True), mesh_axes)
+    return m, s
+
+
+def _softmax_impl(static, x, mask):
+    log, axis, where = static
+    if mask is None and type(x) is NamedArray:  # the common case: no broadcasting to do
+        d, m, names = x.data, None, x.names
+    else:
+        (d, m), names, _ = _full((x, mask), where, ("x", "where"))
+        x = _make(d, names)
+    axes, missing, mesh_axes = _storage_axes(axis, x, where, blocks=m is None)
+    if mesh_axes:  # inside nx.shard_map, over a split name: the blocks' maxima and sums combined
+        top, total = _block_max_and_sum(d, axes, mesh_axes)
+        out = d - top - jnp.log(total) if log else jnp.exp(d - top) / total
+    else:
+        out = (jax.nn.log_softmax if log else jax.nn.softmax)(d, axis=axes, where=m)
+    if missing == 1:
+        return _make(out, names)
+    return _make(out - math.log(missing) if log else out / missing, names)
+
+
+def softmax(x: Any, axis: Axis = -1, where: Any = None) -> Any:
+    """``jax.nn.softmax`` over positional and/or named axes (``axis`` an int, a name or a tuple of both).
+
+    ``axis=None`` means every positional axis (named axes are reduced only when named, as in xmap);
+    ``where`` may be a NamedArray, broadcast by name.
+
+    >>> import namedarray as nx, jax.numpy as jnp
+    >>> x = nx.wrap(jnp.array([[0.0, 0.0], [1.0, 1.0]]), ["batch", "classes"])
+    >>> nx.nn.softmax(x, axis="classes").unwrap(["batch", "classes"]).tolist()
+    [[0.5, 0.5], [0.5, 0.5]]
+    """
+    if type(x) is not NamedArray and type(where) is not NamedArray and not _has_name(axis):
+        return jax.nn.softmax(x, axis=axis, where=where)
+    return engine.run(_softmax_impl, (False, _static_axis(axis), "nx.nn.softmax"), (x, where))
+
+
+def log_softmax(x: Any, axis: Axis = -1, where: Any = None) -> Any:
+    """``jax.nn.log_softmax`` over positional and/or named axes.
+
+    >>> import namedarray as nx, jax.numpy as jnp
+    >>> x = nx.wrap(jnp.zeros(4), ["classes"])
+    >>> float(nx.nn.log_softmax(x, axis="classes").sum("classes"))  # 4 * log(1/4)
+    -5.545177459716797
+    """
+    if type(x) is not NamedArray and type(where) is not NamedArray and not _has_name(axis):
+        return jax.nn.log_softmax(x, axis=axis, where=where)
+    return engine.run(_softmax_impl, (True, _static_axis(axis), "nx.nn.log_softmax"), (x, where))
+
+
+def _keep_positional(out, named_axes: set[int], keepdims: bool):
+    """With keepdims, the reduced *named* axes still leave the value (keepdims keeps positional dims only)."""
+    if not keepdims:
+        return out
+    return out.reshape(tuple(s for i, s in enumerate(out.shape) if i not in named_axes))
+
+
+def _lse_impl(static, x, b, mask):
+    mean, axis, keepdims, return_sign, where = static
+    (d, bd, m), names, p = _full((x, b, mask), where, ("a", "b", "where"))
+    plain = not mean and bd is None and m is None and not return_sign
+    axes, missing, mesh_axes = _storage_axes(axis, _make(d, names), where, blocks=plain)
+    reduced = {a for a in axes if a >= p}
+    out_names = tuple(n for i, n in enumerate(names) if p + i not in reduced)
+    if mesh_axes:  # inside nx.shard_map, over a split name: the blocks' maxima and sums combined
+        top, total = _block_max_and_sum(d, axes, mesh_axes)
+        out = jnp.log(total) + top
+        out = out if keepdims else jnp.squeeze(out, axes)
+        if missing != 1:
+            out = out + math.log(missing)
+        return _make(_keep_positional(out, reduced, keepdims), out_names)
+    if mean:
+        out = jax.nn.logmeanexp(d, axis=axes, where=m, keepdims=keepdims)
+        sign = None
+    else:
+        res = jax.nn.logsumexp(d, axis=axes, b=bd, keepdims=keepdims, return_sign=return_sign, where=m)
+        out, sign = res if return_sign else (res, None)
+        if missing != 1:  # the value is constant along the missing names: each adds `size` equal terms
+            out = out + math.log(missing)
+    out = _make(_keep_positional(out, reduced, keepdims), out_names)
+    if sign is None:
+        return out
+    return out, _make(_keep_positional(sign, reduced, keepdims), out_names)
+
+
+def logsumexp(a: Any, axis: Axis = None, b: Any = None, keepdims: bool = False, return_sign: bool = False,
+              where: Any = None) -> Any:
+    """``jax.nn.logsumexp`` over positional and/or named axes; ``axis=None`` reduces the positional axes
+    only (named axes survive, as in xmap). The reduced names leave the named shape.
+
+    >>> import namedarray as nx, jax.numpy as jnp
+    >>> x = nx.wrap(jnp.zeros((2, 4)), ["batch", "classes"])
+    >>> nx.nn.logsumexp(x, "classes").named_shape
+    {'batch': 2}
+    """
+    if not any(type(v) is NamedArray for v in (a, b, where)) and not _has_name(axis):
+        return jax.nn.logsumexp(a, axis=axis, b=b, keepdims=keepdims, return_sign=return_sign, where=where)
+    static = (False, _static_axis(axis), bool(keepdims), bool(return_sign), "nx.nn.logsumexp")
+    return engine.run(_lse_impl, static, (a, b, where))
+
+
+def logmeanexp(x: Any, axis: Axis = None, where: Any = None, keepdims: bool = False) -> Any:
+    """``jax.nn.logmeanexp`` over positional and/or named axes (``axis=None``: positional axes only).
+
+    >>> import namedarray as nx, jax.numpy as jnp
+    >>> x = nx.wrap(jnp.zeros((2, 4)), ["batch", "classes"])
+    >>> nx.nn.logmeanexp(x, "classes").unwrap(["batch"]).tolist()
+    [0.0, 0.0]
+    """
+    if type(x) is not NamedArray and type(where) is not NamedArray and not _has_name(axis):
+        return jax.nn.logmeanexp(x, axis=axis, where=where, keepdims=keepdims)
+    static = (True, _static_axis(axis), bool(keepdims), False, "nx.nn.logmeanexp")
+    return engine.run(_lse_impl, static, (x, None, where))
+
+
+def _standardize_impl(static, x, mean, variance, epsilon, mask):
+    axis, algorithm, where = static
+    (d, mu, var, eps, m), names, _ = _full((x, mean, variance, epsilon, mask), where,
+                                          ("x", "mean", "variance", "epsilon", "where"))
+    plain = mu is None and var is None and m is None
+    # missing names: x is constant there, no-op
+    axes, _, mesh_axes = _storage_axes(axis, _make(d, names), where, blocks=plain)
+    if mesh_axes:  # inside nx.shard_map, over a split name: the means combine the blocks
+        centred = d - engine.block_mean(d, axes, mesh_axes)
+        out = centred * jax.lax.rsqrt(engine.block_mean(jnp.square(centred), axes, mesh_axes) + eps)
+    else:
+        out = jax.nn.standardize(d, axis=axes, mean=mu, variance=var, epsilon=eps, where=m,
+                                 algorithm=algorithm)
+    return _make(out, names)
+
+
+def standardize(x: Any, axis: Axis = -1, mean: Any = None, variance: Any = None, epsilon: Any = 1e-5,
+                where: Any = None, *, algorithm: str = "fast") -> Any:
+    """``jax.nn.standardize`` over positional and/or named axes (zero mean, unit variance along them).
+
+    >>> import namedarray as nx, jax.numpy as jnp
+    >>> x = nx.wrap(jnp.array([[1.0, 3.0], [2.0, 6.0]]), ["batch", "feature"])
+    >>> y = nx.nn.standardize(x, axis="feature", epsilon=0.0)
+    >>> y.unwrap(["batch", "feature"]).tolist()
+    [[-1.0, 1.0], [-1.0, 1.0]]
+    """
+    ops = (x, mean, variance, epsilon, where)
+    if not any(type(v) is NamedArray for v in ops) and not _has_name(axis):
+        return jax.nn.standardize(x, axis=axis, mean=mean, variance=variance, epsilon=epsilon, where=where,
+                                  algorithm=algorithm)
+    return engine.run(_standardize_impl, (_static_axis(axis), algorithm, "nx.nn.standardize"), ops)
+
+
+def _glu_impl(static, x):
+    axis, where = static
+    x = wrap(x)
+    axes, _, _ = _storage_axes(axis, x, where)
+    if len(axes) != 1:
+        raise AxisSpecError(f"{where}: axis must be one positional axis or one name the value carries, "
+                            f"got axis={axis!r}")
+    size = x.data.shape[axes[0]]
+    if size % 2:
+        raise AxisSizeError(f"{where}: axis {axis!r} has size {size}, which cannot be split into two "
+                            "halves (glu needs an even size)")
+    return _make(jax.nn.glu(x.data, axis=axes[0]), x.names)
+
+
+def glu(x: Any, axis: int | str = -1) -> Any:
+    """``jax.nn.glu``: split ``axis`` (a position or a name, which keeps half its size) in two halves
+    ``a, b`` and return ``a * sigmoid(b)``.
+
+    >>> import namedarray as nx, jax.numpy as jnp
+    >>> nx.nn.glu(nx.wrap(jnp.ones((2, 4)), ["b", "hidden"]), axis="hidden").named_shape
+    {'b': 2, 'hidden': 2}
+    """
+    if type(x) is not NamedArray and not _has_name(axis):
+        return jax.nn.glu(x, axis=axis)
+    return engine.run(_glu_impl, (axis, "nx.nn.glu"), (x,))
+
+
+# --------------------------------------------------------------------------------------------------------
+# one_hot
+
+
+def _one_hot_impl(static, x):
+    num_classes, dtype, name, where = static
+    x = wrap(x)
+    env = _env.current()
+    axes = env.split.get(name)
+    if axes:  # inside nx.shard_map, this device's block of the classes: indices shifted to the block's start
+        local = env.local_size(name)
+        start = jax.lax.axis_index(axes if len(axes) > 1 else axes[0]) * local
+        out = jax.nn.one_hot(x.data - start.astype(x.data.dtype), local, dtype=dtype, axis=-1)
+    else:
+        out = jax.nn.one_hot(x.data, num_classes, dtype=dtype, axis=-1)
+    return from_storage(out, x.names + (name,), where)
+
+
+def one_hot(x: Any, num_classes: int, *, dtype: Any = None, axis: int | str = -1) -> Any:
+    """``jax.nn.one_hot``; with a name for ``axis`` the class axis becomes that *named* axis.
+
+    Out-of-range indices give all zeros. When an enclosing ``nx.xmap`` binds the name, ``num_classes`` must
+    equal its size. With an int ``axis`` the class axis is positional and named axes are batch axes.
+
+    >>> import namedarray as nx, jax.numpy as jnp
+    >>> y = nx.nn.one_hot(nx.wrap(jnp.array([1, 0]), ["batch"]), 3, axis="classes")
+    >>> y.named_shape, y.unwrap(["batch", "classes"]).tolist()
+    ({'batch': 2, 'classes': 3}, [[0.0, 1.0, 0.0], [1.0, 0.0, 0.0]])
+    """
+    where = "nx.nn.one_hot"
+    if not isinstance(axis, str):
+        if type(x) is not NamedArray:
+            return jax.nn.one_hot(x, num_classes, dtype=dtype, axis=axis)
+        return engine.lift(jax.nn.one_hot, (x, num_classes), {"dtype": dtype, "axis": axis}, where)
+    try:
+        num_classes = operator.index(num_classes)  # as jax.nn.one_hot: 3.5 is an error, not 3 classes
+    except TypeError:
+        raise TypeError(f"{where}: num_classes must be a static int, got {num_classes!r}") from None
+    env = _env.current()
+    if env.is_bound(axis) and env.size(axis, where) != num_classes:
+        raise AxisSizeError(f"{where}: Expected num_classes to match the size of axis {axis}, but "
+                            f"{num_classes} != {env.size(axis)} (axis {axis!r} is bound by an enclosing "
+                            "nx.xmap)")
+    if type(x) is NamedArray and axis in x.names:
+        raise DuplicateAxisError(f"{where}: the indices already carry axis {axis!r}; the class axis needs "
+                                 "a new name")
+    return engine.run(_one_hot_impl, (num_classes, dtype, axis, where), (x,))
+
+
+# --------------------------------------------------------------------------------------------------------
+# Normalization layers
+
+
+def _norm_impl(static, x, scale, bias):
+    rms, axis, eps, where = static
+    x = wrap(x)
+    ints, names = engine.normalize_axis(axis, x, where, blocks=True)
+    mesh_axes = engine.split_mesh_axes(names)  # inside nx.shard_map: the means combine the blocks
+    for what, v in (("scale", scale), ("bias", bias)):
+        extra = [n for n in (v.names if type(v) is NamedArray else ()) if n not in x.names]
+        if extra:
+            raise AxisSpecError(f"{where}: the {what} has axes {fmt_names(extra)} that x lacks (x has "
+                                f"{fmt_names(x.names) or 'no named axes'}); it would add them to the result")
+    p = engine.pos_ndim(x)
+    axes = ints + tuple(p + x.names.index(n) for n in names)
+    d = x.data
+    # statistics in at least float32, as flax and PyTorch compute them for half-precision inputs
+    floating = jnp.issubdtype(d.dtype, jnp.floating)
+    compute = jnp.promote_types(d.dtype, jnp.float32) if floating else jnp.float32
+    xf = d.astype(compute)
+    if rms:
+        y = xf * jax.lax.rsqrt(engine.block_mean(jnp.square(xf), axes, mesh_axes) + eps)
+    else:
+        centred = xf - engine.block_mean(xf, axes, mesh_axes)
+        y = centred * jax.lax.rsqrt(engine.block_mean(jnp.square(centred), axes, mesh_axes) + eps)
+    out = _make(y.astype(d.dtype if floating else compute), x.names)
+    if scale is not None:
+        out = engine.elementwise(jnp.multiply, (out, scale), where)
+    if bias is not None:
+        out = engine.elementwise(jnp.add, (out, bias), where)
+    return out
+
+
+def _normalize(rms: bool, x: Any, axis: Axis, scale: Any, bias: Any, eps: float, where: str) -> Any:
+    if axis is None:
+        engine.check_reduces(x, where)
+    return engine.run(_norm_impl, (rms, _static_axis(axis), float(eps), where), (x, scale, bias))
+
+
+def layer_norm(x: Any, axis: Axis, scale: Any = None, bias: Any = None, eps: float = 1e-5) -> Any:
+    """Layer normalization over ``axis`` (names and/or positions): ``(x - mean) / sqrt(var + eps)``, then
+    times ``scale`` plus ``bias``, which broadcast by name (they may carry only names ``x`` has).
+
+    The statistics are computed in at least float32; the result has ``x``'s dtype (before ``scale``).
+
+    >>> import namedarray as nx, jax.numpy as jnp
+    >>> x = nx.wrap(jnp.array([[1.0, 3.0], [2.0, 6.0]]), ["batch", "embed"])
+    >>> nx.nn.layer_norm(x, "embed", eps=0.0).unwrap(["batch", "embed"]).tolist()
+    [[-1.0, 1.0], [-1.0, 1.0]]
+    """
+    return _normalize(False, x, axis, scale, bias, eps, "nx.nn.layer_norm")
+
+
+def rms_norm(x: Any, axis: Axis, scale: Any = None, eps: float = 1e-5) -> Any:
+    """RMS normalization over ``axis`` (names and/or positions): ``x / sqrt(mean(x**2) + eps)``, then times
+    ``scale`` (broadcast by name; it may carry only names ``x`` has).
+
+    >>> import namedarray as nx, jax.numpy as jnp
+    >>> x = nx.wrap(jnp.array([[2.0, -2.0], [3.0, 3.0]]), ["batch", "embed"])
+    >>> nx.nn.rms_norm(x, "embed", eps=0.0).unwrap(["batch", "embed"]).tolist()
+    [[1.0, -1.0], [1.0, 1.0]]
+    """
+    return _normalize(True, x, axis, scale, None, eps, "nx.nn.rms_norm")
+
+
+# --------------------------------------------------------------------------------------------------------
+# Everything else in jax.nn
+
+__getattr__, __dir__ = rest_of(jax.nn, globals())

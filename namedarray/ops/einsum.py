@@ -1,0 +1,408 @@
+"""``nx.einsum``: Einstein summation over positional letters and named axes in braces.
+
+The grammar is in :func:`einsum`'s docstring (``help(nx.einsum)``). The spec is parsed once (cached) and,
+per operand layout, planned once into a single ``jnp.einsum`` call on the storage arrays with a fixed
+contraction path; eagerly the whole operation is one cached kernel.
+
+>>> import namedarray as nx, jax.numpy as jnp
+>>> x = nx.wrap(jnp.ones((2, 5, 3)), {0: "b", 2: "k"})  # positional n=5, named b, k
+>>> w = nx.wrap(jnp.ones((3, 4)), ["k", "m"])
+>>> y = nx.einsum("n{b,k},{k,m}->n{b,m}", x, w)
+>>> y.shape, y.named_shape
+((5,), {'b': 2, 'm': 4})
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import opt_einsum
+
+from ..core import env as _env
+from ..core import placement
+from ..core.array import NamedArray, _make
+from ..core.shape import join_sizes
+from ..engine import dispatch as engine
+from ..errors import AxisSizeError, EinsumSpecError, fmt_names
+from .contract import _operand, _result, sum_blocks
+
+__all__ = ["einsum"]
+
+
+# --------------------------------------------------------------------------------------------------------
+# Parsing: spec text -> terms (cached per spec string)
+
+
+class Term(NamedTuple):
+    """One term of a spec: positional letters (with the ellipsis position), and the names written in it."""
+
+    text: str
+    letters: tuple[str, ...]
+    ellipsis: int | None  # index into ``letters`` where ``...`` stands, or None
+    names: tuple[str, ...]  # in written order
+
+
+class Spec(NamedTuple):
+    text: str
+    inputs: tuple[Term, ...]
+    output: Term | None  # None: implicit output (no '->')
+
+
+def _err(spec: str, msg: str) -> EinsumSpecError:
+    return EinsumSpecError(f"nx.einsum({spec!r}): {msg}")
+
+
+@functools.lru_cache(maxsize=512)
+def parse(spec: str) -> Spec:
+    """Parse ``spec`` into its terms, or raise :class:`EinsumSpecError` saying what is wrong and where."""
+    terms: list[Term] = []
+    letters: list[str] = []
+    names: list[str] = []
+    ellipsis: int | None = None
+    start = 0
+    arrow = False
+    i = 0
+    n = len(spec)
+
+    def close(end: int) -> None:
+        nonlocal letters, names, ellipsis
+        terms.append(Term(spec[start:end].strip(), tuple(letters), ellipsis, tuple(names)))
+        letters, names, ellipsis = [], [], None
+
+    while i < n:
+        c = spec[i]
+        if c.isspace():
+            i += 1
+        elif c == "{":
+            j = i + 1
+            while True:
+                if j == n:
+                    raise _err(spec, f"unterminated brace: the '{{' at position {i} has no matching '}}'")
+                d = spec[j]
+                if d == "}":
+                    break
+                if d == "{" or (d == "-" and spec[j + 1:j + 2] == ">") or d == ">":
+                    raise _err(spec, f"unterminated brace: the '{{' at position {i} is not closed before "
+                                     f"{spec[j:j + 2] if d == '-' else d!r} at position {j}")
+                j += 1
+            body = spec[i + 1:j]
+            if body.strip():
+                for part in body.split(","):
+                    name = part.strip()
+                    if not name:
+                        raise _err(spec, f"empty axis name in braces {spec[i:j + 1]!r} (position {i}); names "
+                                         "are separated by single commas")
+                    if any(ch.isspace() for ch in name):
+                        raise _err(spec, f"axis name {name!r} contains whitespace; separate names with "
+                                         "commas")
+                    if name in names:
+                        raise _err(spec, f"axis name {name!r} appears twice in one term")
+                    names.append(name)
+            i = j + 1
+        elif c == "}":
+            raise _err(spec, f"unmatched '}}' at position {i}")
+        elif c == ",":
+            if arrow:
+                raise _err(spec, "the output (after '->') is a single term; it cannot contain ','")
+            close(i)
+            start = i + 1
+            i += 1
+        elif c == "-" or c == ">":
+            if spec[i:i + 2] != "->":
+                raise _err(spec, f"stray {c!r} at position {i}: the output is introduced by '->'")
+            if arrow:
+                raise _err(spec, "'->' appears more than once")
+            close(i)
+            arrow = True
+            start = i + 2
+            i += 2
+        elif c == ".":
+            if spec[i:i + 3] != "...":
+                raise _err(spec, f"'.' at position {i} is not part of an ellipsis '...'")
+            if ellipsis is not None:
+                raise _err(spec, "'...' appears more than once in one term")
+            ellipsis = len(letters)
+            i += 3
+        elif "a" <= c <= "z":
+            letters.append(c)
+            i += 1
+        elif c.isupper():
+            raise _err(spec, f"uppercase letter {c!r} at position {i}: positional subscripts are the "
+                             f"lowercase letters a-z; write named axes in braces, e.g. '{{{c}}}'")
+        else:
+            raise _err(spec, f"invalid character {c!r} at position {i}: a term holds lowercase letters, "
+                             "'...' and named axes in braces")
+    close(n)
+    if arrow:
+        *inputs, output = terms
+        seen: set[str] = set()
+        for letter in output.letters:
+            if letter in seen:
+                raise _err(spec, f"output subscript {letter!r} appears more than once")
+            seen.add(letter)
+    else:
+        inputs, output = terms, None
+    return Spec(spec, tuple(inputs), output)
+
+
+# --------------------------------------------------------------------------------------------------------
+# Planning: spec + operand layouts -> one jnp.einsum call on the storage arrays (cached per layout)
+
+
+class Plan(NamedTuple):
+    subscripts: str  # over storage axes; output names in the contraction's natural order
+    path: Any  # a fixed contraction path: no search at call time
+    out_names: tuple[str, ...]
+
+
+def _labels(i: int) -> str:
+    return opt_einsum.get_symbol(i)
+
+
+@functools.lru_cache(maxsize=2048)
+def plan(spec: str, layouts: tuple[tuple[tuple[int, ...], tuple[str, ...] | None], ...]) -> Plan:
+    """Plan ``spec`` for operands with the given storage ``(shape, names)`` (names ``None``: plain array)."""
+    p = parse(spec)
+    nops = len(layouts)
+    if len(p.inputs) != nops:
+        raise _err(spec, f"the spec has {len(p.inputs)} input term{'s' * (len(p.inputs) != 1)} but "
+                         f"{nops} operand{'s' * (nops != 1)} {'were' if nops != 1 else 'was'} given")
+    where = f"nx.einsum({spec!r})"
+
+    # ---- positional axes: letters and the ellipsis --------------------------------------------------------
+    letter_size: dict[str, tuple[int, int]] = {}  # letter -> (size, operand) of its first non-1 occurrence
+    ell_shapes: list[tuple[int, ...]] = []
+    pos_of: list[tuple[int, ...]] = []
+    for k, ((shape, names), term) in enumerate(zip(layouts, p.inputs)):
+        npos = len(shape) - len(names or ())
+        pshape = tuple(shape[:npos])
+        pos_of.append(pshape)
+        nl = len(term.letters)
+        if term.ellipsis is None:
+            if nl != npos:
+                raise _err(spec, f"term {k} {term.text!r} has {nl} positional subscript{'s' * (nl != 1)} but "
+                                 f"operand {k} has {npos} positional ax{'es' if npos != 1 else 'is'} (shape "
+                                 f"{pshape}); named axes are written in braces, not as letters")
+            ell = ()
+        else:
+            if nl > npos:
+                raise _err(spec, f"term {k} {term.text!r} has {nl} positional subscripts but operand {k} has "
+                                 f"only {npos} positional axes (shape {pshape})")
+            e = term.ellipsis
+            ell = pshape[e:e + npos - nl]
+        ell_shapes.append(ell)
+        # the sizes the letters stand for (the ellipsis covers the npos - nl axes at its position)
+        lsizes = pshape if term.ellipsis is None else (pshape[:term.ellipsis]
+                                                       + pshape[term.ellipsis + npos - nl:])
+        own: dict[str, int] = {}
+        for letter, size in zip(term.letters, lsizes):
+            if letter in own and own[letter] != size:
+                raise AxisSizeError(f"{where}: subscript {letter!r} is repeated in term {k} {term.text!r} (a "
+                                    f"diagonal) with sizes {own[letter]} and {size} in operand {k}")
+            own[letter] = size
+            prev = letter_size.get(letter)
+            if prev is None or prev[0] == 1:
+                letter_size[letter] = (size, k)
+            elif size != 1 and size != prev[0]:
+                raise AxisSizeError(f"{where}: subscript {letter!r} has size {prev[0]} in operand {prev[1]} "
+                                    f"but size {size} in operand {k}")
+    ell_rank = max((len(s) for s in ell_shapes), default=0)
+    try:
+        np.broadcast_shapes(*ell_shapes)
+    except ValueError:
+        raise AxisSizeError(f"{where}: the positional axes covered by '...' do not broadcast: "
+                            + ", ".join(f"{s} in operand {k}" for k, s in enumerate(ell_shapes)
+                                        if p.inputs[k].ellipsis is not None)) from None
+
+    # ---- named axes -------------------------------------------------------------------------------------
+    carried = [names or () for _, names in layouts]
+    for k, term in enumerate(p.inputs):
+        for name in term.names:
+            if name not in carried[k]:
+                have = (f"its named axes are {fmt_names(carried[k])}" if carried[k]
+                        else "it has no named axes" + (" (a plain array)" if layouts[k][1] is None else ""))
+                raise _err(spec, f"term {k} {term.text!r} names axis {name!r}, but operand {k} does not "
+                                 f"carry it ({have})")
+    written: dict[str, list[int]] = {}
+    for k, term in enumerate(p.inputs):
+        for name in term.names:
+            written.setdefault(name, []).append(k)
+    for k, names in enumerate(carried):
+        for name in names:
+            if name in written and name not in p.inputs[k].names:
+                w = written[name][0]
+                raise _err(spec, f"axis {name!r} is written in term {w} {p.inputs[w].text!r}, but "
+                                 f"operand {k} also carries it and its term {p.inputs[k].text!r} does not "
+                                 f"mention it; write {name!r} in the term of every operand that carries it "
+                                 "(to contract or keep it), or in none (to broadcast it by name)")
+    sizes = join_sizes([dict(zip(names, shape[len(shape) - len(names):]))
+                        for (shape, _), names in zip(layouts, carried)], where,
+                       labels=[f"operand {k}" for k in range(nops)])
+    broadcast = {n for n in sizes if n not in written}
+
+    # ---- the output -------------------------------------------------------------------------------------
+    if p.output is not None:
+        out = p.output
+        missing = [c for c in out.letters if c not in letter_size]
+        if missing:
+            raise _err(spec, f"output subscript{'s' * (len(missing) > 1)} {fmt_names(missing)} "
+                             f"appear{'s' * (len(missing) == 1)} in no input term")
+        missing = [n for n in out.names if n not in written]
+        if missing:
+            why = [n for n in missing if n in broadcast]
+            hint = (f"; operands carry {fmt_names(why)} without writing it: write it in their terms too, or "
+                    "leave it out everywhere to broadcast it") if why else ""
+            raise _err(spec, f"output axis name{'s' * (len(missing) > 1)} {fmt_names(missing)} "
+                             f"appear{'s' * (len(missing) == 1)} in no input term{hint}")
+        out_letters, out_ell = out.letters, out.ellipsis
+        kept = set(out.names)
+    else:
+        counts: dict[str, int] = {}
+        for term in p.inputs:
+            for letter in term.letters:
+                counts[letter] = counts.get(letter, 0) + 1
+        out_letters = tuple(sorted(c for c, m in counts.items() if m == 1))
+        out_ell = 0 if any(t.ellipsis is not None for t in p.inputs) else None
+        kept = {n for n, ks in written.items() if len(ks) == 1}
+    out_names = _natural(carried, kept | broadcast)
+
+    # ---- symbols on storage axes -----------------------------------------------------------------------
+    symbol: dict[Any, str] = {}
+
+    def sym(label: Any) -> str:
+        s = symbol.get(label)
+        if s is None:
+            s = symbol[label] = _labels(len(symbol))
+        return s
+
+    ell_syms = [sym(("...", d)) for d in range(ell_rank)]  # right-aligned ellipsis dims
+    subs = []
+    for k, term in enumerate(p.inputs):
+        e = len(ell_shapes[k])
+        if term.ellipsis is None:
+            pos = [sym(c) for c in term.letters]
+        else:
+            pos = ([sym(c) for c in term.letters[:term.ellipsis]] + ell_syms[ell_rank - e:]
+                   + [sym(c) for c in term.letters[term.ellipsis:]])
+        subs.append("".join(pos) + "".join(sym(("{", n)) for n in carried[k]))
+    if out_ell is None:
+        out_pos = [sym(c) for c in out_letters]
+    else:
+        out_pos = ([sym(c) for c in out_letters[:out_ell]] + ell_syms
+                   + [sym(c) for c in out_letters[out_ell:]])
+    out_sub = "".join(out_pos) + "".join(sym(("{", n)) for n in out_names)
+    subscripts = ",".join(subs) + "->" + out_sub
+    if nops <= 2:
+        path: Any = False  # nothing to search
+    else:
+        shapes = [tuple(shape) for shape, _ in layouts]
+        # searched here, once per layout; the cached plan keeps it immutable
+        path = tuple(map(tuple, opt_einsum.contract_path(subscripts, *shapes, shapes=True,
+                                                         optimize="greedy")[0]))
+    return Plan(subscripts, path, out_names)
+
+
+def _natural(carried: list[tuple[str, ...]], out: set[str]) -> tuple[str, ...]:
+    """The output names in the order the contraction produces them (no transpose after it): for two
+    operands ``dot_general``'s (names both carry, then the first's own, then the second's own, each in its
+    operand's order); otherwise the order of first appearance."""
+    if len(carried) == 2:
+        both = set(carried[0]) & set(carried[1])
+        order = ([n for n in carried[0] if n in both] + [n for n in carried[0] if n not in both]
+                 + [n for n in carried[1] if n not in both])
+    else:
+        order = list(dict.fromkeys(n for names in carried for n in names))
+    return tuple(n for n in order if n in out)
+
+
+# --------------------------------------------------------------------------------------------------------
+# The operation
+
+
+def _einsum_impl(static, *operands):
+    _, spec, precision, preferred_element_type = static
+    datas = []
+    layouts = []
+    for v in operands:
+        if type(v) is NamedArray:
+            datas.append(v.data)
+            layouts.append((tuple(v.data.shape), v.names))
+        else:
+            datas.append(v)
+            layouts.append((tuple(np.shape(v)), None))
+    pl = plan(spec, tuple(layouts))
+    out = jnp.einsum(pl.subscripts, *datas, optimize=pl.path if pl.path is False else list(pl.path),
+                     precision=precision, preferred_element_type=preferred_element_type,
+                     out_sharding=_out_sharding(pl, datas))
+    summed = {n for v in operands if type(v) is NamedArray for n in v.names} - set(pl.out_names)
+    return _make(sum_blocks(out, sorted(summed)), pl.out_names)
+
+
+def _out_sharding(pl: Plan, datas: list) -> Any:
+    """On Explicit mesh axes, the result's layout by name where JAX would find it ambiguous
+    (:func:`namedarray.core.placement.contraction_sharding`)."""
+    inputs, output = pl.subscripts.split("->")
+    k = len(output) - len(pl.out_names)
+    names = dict(zip(output[k:], pl.out_names))
+    return placement.contraction_sharding(datas, inputs.split(","), output, names, _env.current().mapping())
+
+
+def einsum(spec: str, *operands: Any, precision: Any = None,
+           preferred_element_type: Any = None) -> NamedArray | jax.Array:
+    """Einstein summation where letters are positional axes and ``{names}`` are named axes: a name written
+    in the inputs and not in the output is contracted, one written in the output is kept, one written
+    nowhere is broadcast by name.
+
+    The subscripts are NumPy's, plus brace groups for axis names::
+
+        nx.einsum("n{b,k},{k,m}->n{b,m}", x, w)
+
+    Grammar (whitespace is ignored):
+
+    * terms are separated by ``,``; an optional ``->`` introduces the output term;
+    * in a term, lowercase letters ``a``-``z`` name the positional axes, in order; ``...`` (at most once per
+      term) stands for the positional axes the letters do not cover, as in NumPy;
+    * ``{name,name,...}`` lists named axes. Names may be multi-character, their order inside the braces is
+      irrelevant, and a brace group may sit anywhere in the term (``"n{b}"``, ``"{b}n"`` and ``"{b}n{}"`` are
+      the same term): positions come from the letters alone. ``{}`` is an empty group (handy for a scalar
+      output, ``"{k},{k}->{}"``).
+
+    Meaning:
+
+    * letters follow NumPy exactly: a letter in several terms and not in the output is contracted; a letter in
+      the output is kept, in the output's order (``"ij,jk->ki"`` has shape ``(k, i)``); size-1 dimensions
+      broadcast; repeated letters in one input term take a diagonal. Without ``->`` the output holds, after
+      ``...``, the letters that occur once, sorted (NumPy's implicit rule);
+    * a name written in input terms and not in the output is contracted (summed over); written in the output,
+      it is kept. Without ``->`` a name written in exactly one term is kept, one written in several is
+      contracted;
+    * a name written in no term at all is broadcast by name (a batch axis): the operands that carry it are
+      mapped over it, as by every other nx operation;
+    * a name written for one operand must be written for every operand that carries it: skipping it in one
+      would silently make that operand a batch operand of a contraction (xmap left this undefined);
+    * any number of operands. Plain jax/NumPy arrays and scalars are positional operands (no names).
+
+    The result is a NamedArray (a plain array when no operand is a NamedArray) whose positional axes follow
+    the output term's letters. Raises :class:`~namedarray.errors.EinsumSpecError` for a malformed or
+    inconsistent spec and :class:`~namedarray.errors.AxisSizeError` when one axis has two sizes.
+
+    >>> import namedarray as nx, jax.numpy as jnp
+    >>> x = nx.wrap(jnp.arange(6.0).reshape(2, 3), ["batch", "k"])
+    >>> w = nx.wrap(jnp.ones((3, 4)), ["k", "out"])
+    >>> nx.einsum("{k},{k}->{}", x, w).named_shape  # contract k; batch and out broadcast by name
+    {'batch': 2, 'out': 4}
+    >>> nx.einsum("ij,jk->ki", jnp.ones((2, 3)), jnp.ones((3, 5))).shape
+    (5, 2)
+    """
+    if not isinstance(spec, str):
+        raise EinsumSpecError(f"nx.einsum takes the subscripts string first, got {type(spec).__name__} (the "
+                              "interleaved operand/sublist form of numpy.einsum is not supported)")
+    ops = tuple(_operand(v, k, f"nx.einsum({spec!r})", "operand") for k, v in enumerate(operands))
+    # the static configuration starts with the op's name: errors raised on the result (a resource
+    # conflict inside nx.xmap) say which operation made it
+    static = ("nx.einsum", spec, precision, preferred_element_type)
+    return _result(engine.run(_einsum_impl, static, ops), ops)

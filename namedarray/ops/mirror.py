@@ -1,0 +1,428 @@
+"""The NumPy mirror: ``nx.<f>`` for every function of ``jax.numpy``.
+
+Each function is *declared* here once, by what its axis arguments mean, and built by the dispatch engine:
+
+* ``UNARY``, ``BINARY`` (and ``where``, ``clip``): elementwise, broadcast by name (``exp``, ``add``, ...);
+* ``REDUCTIONS``: ``axis=`` takes ints, names or a mixed tuple; ``axis=None`` reduces positional axes only;
+  a ``where=`` mask broadcasts by name like any operand (``trapezoid`` has its own declaration);
+* ``ALONG``: operations along one axis that keep it (``cumsum``, ``sort``, ``flip``, ...), by position or
+  name;
+* ``VALUE_DEPENDENT``: output size depends on values, so they cannot vectorise over names;
+* ``PASSTHROUGH``: not array functions (dtypes, constants, ``finfo``, ...), re-exported as they are;
+* ``DTYPE_QUERIES``: ``can_cast``, ``result_type``, ...: they look at a NamedArray's dtype only;
+* everything else is lifted with :func:`namedarray.nmap`: it runs as if vmapped over every named axis, and
+  its integer axis arguments keep their positional meaning.
+
+Declarations for contractions and other operations with richer axis semantics (``einsum``, ``dot``,
+``concatenate``, ``stack``, ``take``, ...) live in their own modules and override the lifted defaults.
+
+>>> import namedarray as nx, jax.numpy as jnp
+>>> x = nx.wrap(jnp.arange(6.0).reshape(2, 3), ["a", "b"])
+>>> nx.sum(x, "b").named_shape, nx.cumsum(x, axis="a").named_shape
+({'a': 2}, {'a': 2, 'b': 3})
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import math
+import operator
+import sys
+import types
+from collections.abc import Callable
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ..core import kernels
+from ..core.array import NamedArray
+from ..core.shape import join_sizes
+from ..core.wrapping import untag
+from ..engine import dispatch as engine
+from ..engine import lifting as lifted
+from ..engine.docstrings import document
+from ..errors import PositionalMisuseError, fmt_names
+
+__all__ = ["build", "FUNCTIONS"]
+
+UNARY = """
+abs absolute acos acosh angle arccos arccosh arcsin arcsinh arctan arctanh around asin asinh atan atanh
+bitwise_count bitwise_invert bitwise_not cbrt ceil conj conjugate cos cosh deg2rad degrees exp exp2 expm1
+fabs fix floor frexp i0 imag invert iscomplex isfinite isinf isnan isneginf isposinf isreal log log10 log1p
+log2 logical_not modf nan_to_num negative positive rad2deg radians real reciprocal rint round sign signbit
+sin sinc sinh spacing sqrt square tan tanh trunc
+""".split()
+
+BINARY = """
+add arctan2 atan2 bitwise_and bitwise_left_shift bitwise_or bitwise_right_shift bitwise_xor copysign divide
+divmod equal float_power floor_divide fmax fmin fmod gcd greater greater_equal heaviside hypot isclose lcm
+ldexp left_shift less less_equal logaddexp logaddexp2 logical_and logical_or logical_xor maximum minimum mod
+multiply nextafter not_equal pow power remainder right_shift subtract true_divide
+""".split()
+
+# name -> whether it reduces several axes at once (else exactly one, or the flattened positional part)
+REDUCTIONS = {
+    **{n: True for n in """sum prod max min mean var std any all amax amin nansum nanprod nanmax nanmin
+       nanmean nanvar nanstd median nanmedian ptp count_nonzero""".split()},
+    **{n: True for n in "quantile percentile nanquantile nanpercentile".split()},
+    **{n: False for n in "argmax argmin nanargmax nanargmin".split()},
+}
+_TAKES_Q = {"quantile", "percentile", "nanquantile", "nanpercentile"}
+
+ALONG = """
+cumsum cumprod nancumsum nancumprod cumulative_sum cumulative_prod sort argsort flip roll diff partition
+argpartition repeat split array_split unstack gradient
+""".split()
+
+VALUE_DEPENDENT = """
+nonzero argwhere flatnonzero unique unique_all unique_counts unique_inverse unique_values extract compress
+trim_zeros setdiff1d setxor1d union1d intersect1d
+""".split()
+
+PASSTHROUGH = """
+promote_types issubdtype isdtype isscalar iterable dtype finfo iinfo broadcast_shapes
+einsum_path get_printoptions printoptions set_printoptions load save savez frombuffer fromfile fromiter
+fromstring from_dlpack frompyfunc fromfunction ix_ indices diag_indices tril_indices triu_indices
+mask_indices bool_ ndarray ufunc generic number integer floating inexact complexfloating signedinteger
+unsignedinteger character flexible
+""".split()
+
+SUBMODULES = ("linalg", "fft")
+DTYPE_QUERIES = "can_cast result_type iscomplexobj isrealobj".split()
+
+# jax.numpy names that nx uses for something else: nx.unwrap is the inverse of nx.wrap (phase unwrapping
+# stays jnp.unwrap, and np.unwrap of a NamedArray lifts it)
+EXCLUDED = {"unwrap"}
+
+
+def _elementwise(fn: Callable, name: str, arity: int) -> Callable:
+    where = f"nx.{name}"
+    static = kernels.Static((fn, where, ()))  # the kernel key of every plain call, built once
+
+    @functools.wraps(fn)
+    def f(*args, **kwargs):
+        if not kwargs and len(args) == arity:  # the hot path of every operator
+            return engine.elementwise(fn, args, where, static=static)
+        operands, rest = args[:arity], args[arity:]
+        if rest or any(_is_array(v) for v in kwargs.values()):
+            return engine.lift(fn, args, kwargs, where)
+        return engine.elementwise(fn, operands, where, tuple(sorted(kwargs.items())))
+
+    return f
+
+
+def _power(generic: Callable, fn: Callable, name: str) -> Callable:
+    """``nx.power``: a concrete integer exponent stays static, as ``jnp.power`` needs it.
+
+    ``jnp.power`` lowers a concrete integer exponent to ``integer_pow`` (exact, and ``x1``'s dtype); passed
+    to the eager kernel as an operand it would be traced, and give ``lax.pow`` and promoted dtypes instead.
+    """
+    where = f"nx.{name}"
+
+    @functools.wraps(fn)
+    def f(x1, x2, /):
+        if type(x1) is NamedArray and not isinstance(x2, (NamedArray, jax.core.Tracer)):
+            try:
+                n = operator.index(x2)
+            except TypeError:
+                pass
+            else:
+                return engine.elementwise(_WithArgs(fn, (n,)), (x1,), where)
+        return generic(x1, x2)
+
+    return f
+
+
+def _is_array(v) -> bool:
+    if isinstance(v, (type, np.dtype)):  # dtypes have a `shape` attribute but are options
+        return False
+    return isinstance(v, NamedArray) or hasattr(v, "__array__") or hasattr(v, "shape")
+
+
+def _reduction(fn: Callable, name: str, multi: bool) -> Callable:
+    where = f"nx.{name}"
+    takes_q = name in _TAKES_Q
+    fast = multi and not takes_q
+
+    @functools.wraps(fn)
+    def f(a, *args, axis=None, keepdims=False, **kwargs):
+        if fast and not kwargs and type(a) is NamedArray and (  # x.sum("b"): the hot path
+                not args or (len(args) == 1 and axis is None)):
+            return engine.reduce(fn, a, args[0] if args else axis, where, keepdims)
+        if not isinstance(a, NamedArray):  # jax.numpy's own signature binds the positional arguments
+            if axis is not None:
+                kwargs["axis"] = axis
+            return fn(a, *args, **kwargs, **({"keepdims": True} if keepdims else {}))
+        if takes_q:
+            extra, args = args[:1], args[1:]  # q: leading positional axes of the result
+            q = extra[0] if extra else kwargs.get("q")
+            if isinstance(q, NamedArray) and q.names:
+                raise PositionalMisuseError(
+                    f"{where}: q has named axes {fmt_names(q.names)}, but its axes become leading positional "
+                    f"axes of the result; to map over them: nx.nmap(lambda q: {where}(x, q, axis=...))(q)")
+        else:
+            extra = ()
+        if args:
+            if axis is not None:
+                raise TypeError(f"{where}() got multiple values for argument 'axis'")
+            axis, args = args[0], args[1:]
+        if args:
+            raise TypeError(f"{where}: pass options by keyword (got extra positional arguments {args!r})")
+        op = fn
+        if _is_array(kwargs.get("where")):  # a mask broadcast by name, like any other operand
+            mask = kwargs.pop("where")
+            if isinstance(mask, NamedArray):  # a size conflict names the keyword, not "argument 1"
+                join_sizes([engine.named_sizes(a), engine.named_sizes(mask)], where, ("argument 0", "where="))
+            a, mask = engine.elementwise(_broadcast_pair, (a, mask), where)
+            op, extra = _Masked(fn), extra + (mask,)
+        arrays = sorted(k for k, v in kwargs.items() if _is_array(v))
+        if arrays:
+            raise TypeError(f"{where}: array-valued options {arrays} are not supported on NamedArrays")
+        if axis is None:
+            engine.check_reduces(a, where)
+        if not multi and (axis is None or isinstance(axis, (tuple, list))) and not _has_name(axis):
+            # one positional axis or the flattened positional part: exactly the positional semantics
+            return engine.lift(op, (a, *extra), dict(kwargs, axis=axis, **(
+                {"keepdims": keepdims} if keepdims else {})), where)
+        return engine.reduce(op, a, axis, where, keepdims, tuple(sorted(kwargs.items())), extra,
+                             single=not multi)
+
+    return f
+
+
+def _broadcast_pair(a, b):
+    return tuple(jnp.broadcast_arrays(a, b))
+
+
+class _Masked:
+    """``fn(a, ..., where=mask)`` with the mask (already aligned to ``a``) passed as the last operand."""
+
+    __slots__ = ("fn",)
+
+    def __init__(self, fn: Callable):
+        self.fn = fn
+
+    def __call__(self, a, *extra, **kwargs):
+        *rest, mask = extra
+        return self.fn(a, *rest, where=mask.data if isinstance(mask, NamedArray) else mask, **kwargs)
+
+    def __eq__(self, other):
+        return isinstance(other, _Masked) and self.fn is other.fn
+
+    def __hash__(self):
+        return hash((_Masked, self.fn))
+
+
+def _has_name(axis) -> bool:
+    if isinstance(axis, str):
+        return True
+    return isinstance(axis, (tuple, list)) and any(isinstance(a, str) for a in axis)
+
+
+def _along(fn: Callable, name: str) -> Callable:
+    where = f"nx.{name}"
+    params = list(inspect.signature(fn).parameters.values())[1:]
+    # options after the array that may come by position (shift, n, kth, axis, dtype, ...), in order; a
+    # function with *args (gradient's spacings) keeps its positional arguments
+    slots = [p.name for p in params if p.kind is p.POSITIONAL_OR_KEYWORD]
+    varargs = any(p.kind is p.VAR_POSITIONAL for p in params)
+    default_axis = next((p.default for p in params if p.name == "axis"), None)
+    positional = lifted.lift(fn, where, "", name)  # along positions: the checks of every lifted function
+
+    @functools.wraps(fn)
+    def f(a, *args, **kwargs):
+        if args and not varargs:
+            if len(args) > len(slots):
+                raise TypeError(f"{where} takes at most {len(slots) + 1} positional arguments")
+            given = dict(zip(slots, args))
+            twice = sorted(set(given) & set(kwargs))
+            if twice:
+                raise TypeError(f"{where} got multiple values for {twice}")
+            kwargs.update(given)
+            args = ()
+        axis = kwargs.get("axis", default_axis)
+        if not isinstance(a, NamedArray) or not _has_name(axis):
+            if isinstance(a, NamedArray) and axis is not None:
+                # jnp would count the axis in the positional part alone and not say why it is missing
+                engine.normalize_axis(axis, a, where)
+            return positional(a, *args, **kwargs)
+        kwargs.pop("axis")
+        if any(_is_array(v) for v in kwargs.values()) or any(_is_array(v) for v in args):
+            raise TypeError(f"{where}: along a named axis, options must be static (got an array argument)")
+        # static options key the eager kernel cache: a list (split's sections) is hashed as a tuple
+        static = tuple(sorted((k, tuple(v) if isinstance(v, list) else v) for k, v in kwargs.items()))
+        return engine.along(_WithArgs(fn, args) if args else fn, a, axis, where, static)
+
+    return f
+
+
+class _WithArgs:
+    """``fn(a, *args, **kw)`` as a hashable callable of ``a``: static options key the eager kernel cache."""
+
+    __slots__ = ("fn", "args")
+
+    def __init__(self, fn: Callable, args: tuple):
+        self.fn, self.args = fn, args
+
+    def __call__(self, a, **kwargs):
+        return self.fn(a, *self.args, **kwargs)
+
+    def __eq__(self, other):
+        return isinstance(other, _WithArgs) and self.fn is other.fn and self.args == other.args
+
+    def __hash__(self):
+        return hash((self.fn, self.args))
+
+
+def _unstack(x, /, *, axis: int | str = 0):
+    """``jnp.unstack``; along a name, the pieces are the array indexed at each position of that name."""
+    if isinstance(x, NamedArray) and isinstance(axis, str):
+        if axis not in x.names:
+            engine.normalize_axis(axis, x, "nx.unstack")  # raises the error naming the value's axes
+        return tuple(x[{axis: i}] for i in range(x.named_shape[axis]))
+    return engine.lift(jnp.unstack, (x,), {"axis": axis}, "nx.unstack")
+
+
+def _lifted_module(sub: str) -> types.ModuleType:
+    """``nx.linalg``/``nx.fft``: every function of ``jax.numpy.<sub>`` lifted over named axes."""
+    src = getattr(jnp, sub)
+    mod = types.ModuleType(f"namedarray.{sub}", f"``jax.numpy.{sub}``, each function lifted over named axes "
+                                                f"(positional arguments keep their meaning).")
+    for name in dir(src):
+        if not name.startswith("_"):
+            obj = getattr(src, name)
+            lifted = callable(obj) and not isinstance(obj, type)
+            setattr(mod, name, _lifted(obj, f"{sub}.{name}") if lifted else obj)
+    sys.modules[mod.__name__] = mod  # so that `from namedarray.linalg import det` works too
+    return mod
+
+
+def _dtype_query(fn: Callable) -> Callable:
+    """Functions that only look at dtypes (``can_cast``, ``result_type``, ...) see a NamedArray's storage."""
+    # can_cast deprecates arrays as its `from_`; the others need the array (weak types, complexness)
+    as_dtype = fn is jnp.can_cast
+
+    @functools.wraps(fn)
+    def f(*args, **kwargs):
+        args = tuple((a.dtype if as_dtype else a.data) if isinstance(a, NamedArray) else a for a in args)
+        return fn(*args, **kwargs)
+
+    return f
+
+
+def _value_dependent(fn: Callable, name: str) -> Callable:
+    where = f"nx.{name}"
+
+    @functools.wraps(fn)
+    def f(a, *args, **kwargs):
+        return engine.positional_only(lambda d: fn(d, *args, **kwargs), a, where)
+
+    return f
+
+
+def _lifted(fn: Callable, name: str) -> Callable:
+    module, _, short = name.rpartition(".")
+    return lifted.lift(fn, f"nx.{name}", module, short)
+
+
+def _where(condition, x=None, y=None, /, *, size=None, fill_value=None):
+    if x is None and y is None:
+        return engine.positional_only(lambda d: jnp.where(d, size=size, fill_value=fill_value),
+                                      condition, "nx.where")
+    return engine.elementwise(jnp.where, (condition, x, y), "nx.where")
+
+
+def _clip(arr, /, min=None, max=None, *, a_min=None, a_max=None):
+    """``jnp.clip`` with its bounds broadcast by name (``a_min``/``a_max``: NumPy's names, for np.clip)."""
+    lo = min if a_min is None else a_min
+    hi = max if a_max is None else a_max
+    return engine.elementwise(jnp.clip, (arr, lo, hi), "nx.clip")
+
+
+def _trapezoid(y, x=None, dx=1.0, axis: int | str = -1):
+    """``jnp.trapezoid``; along a name, sample points ``x`` that carry that name are matched by it."""
+    if isinstance(axis, str) and isinstance(y, NamedArray):
+        return engine.run(_trapezoid_impl, (axis, "nx.trapezoid"), (y, x, dx))
+    return _positional_trapezoid(y, x, dx, axis=axis)
+
+
+_positional_trapezoid = lifted.lift(jnp.trapezoid, "nx.trapezoid", "", "trapezoid")
+
+
+def _trapezoid_impl(static, y, x, dx):
+    name, where = static
+    if name not in y.names:
+        engine.normalize_axis(name, y, where)  # raises the error naming the value's axes
+    y = untag(y, name, where=where)
+    if isinstance(x, NamedArray) and name in x.names:
+        x = untag(x, name, where=where)
+    return engine.lift(jnp.trapezoid, (y, x, dx), {"axis": -1}, where)
+
+
+def _shape(a) -> tuple[int, ...]:
+    """``jnp.shape``; of a NamedArray, its positional shape (named axes excluded, as in xmap)."""
+    return a.shape if isinstance(a, NamedArray) else jnp.shape(a)
+
+
+def _ndim(a) -> int:
+    """``jnp.ndim``; of a NamedArray, its number of positional axes (named axes excluded, as in xmap)."""
+    return a.ndim if isinstance(a, NamedArray) else jnp.ndim(a)
+
+
+def _size(a, axis: int | tuple[int, ...] | None = None) -> int:
+    """``jnp.size``; of a NamedArray, the size of its positional part (named axes excluded, as in xmap)."""
+    if not isinstance(a, NamedArray):
+        return jnp.size(a, axis)
+    if axis is None:
+        return a.size
+    return math.prod(a.shape[i] for i in (axis if isinstance(axis, (tuple, list)) else (axis,)))
+
+
+def build() -> dict[str, Callable]:
+    """Every ``nx.<f>`` the mirror declares, by name (``namedarray`` exports them).
+
+    >>> functions = build()
+    >>> functions["cumsum"].__name__, functions["float32"] is jnp.float32
+    ('cumsum', True)
+    """
+    out: dict[str, Callable] = {}
+    for name in dir(jnp):
+        if name.startswith("_") or name in EXCLUDED:
+            continue
+        obj = getattr(jnp, name)
+        if isinstance(obj, type) or not callable(obj) or name in PASSTHROUGH:
+            out[name] = obj
+            continue
+        if name in UNARY:
+            f, kind = _elementwise(obj, name, 1), "elementwise"
+        elif name in ("power", "pow"):
+            f, kind = _power(_elementwise(obj, name, 2), obj, name), "elementwise"
+        elif name in BINARY:
+            f, kind = _elementwise(obj, name, 2), "elementwise"
+        elif name in REDUCTIONS:
+            f, kind = _reduction(obj, name, REDUCTIONS[name]), "reduction" if REDUCTIONS[name] else "single"
+        elif name in ALONG:
+            f, kind = _along(obj, name), "along"
+        elif name in VALUE_DEPENDENT:
+            f, kind = _value_dependent(obj, name), "positional"
+        else:
+            f, kind = _lifted(obj, name), "lifted"
+        out[name] = document(f, kind, f"nx.{name}", obj)
+    for name in DTYPE_QUERIES:
+        out[name] = document(_dtype_query(getattr(jnp, name)), "dtype", f"nx.{name}", getattr(jnp, name))
+    out["unstack"] = document(functools.wraps(jnp.unstack)(_unstack), "along", "nx.unstack", jnp.unstack)
+    for sub in SUBMODULES:
+        out[sub] = _lifted_module(sub)
+    out["where"] = document(functools.wraps(jnp.where)(_where), "elementwise", "nx.where", jnp.where)
+    out["clip"] = document(functools.wraps(jnp.clip)(_clip), "elementwise", "nx.clip", jnp.clip)
+    out["trapezoid"] = document(functools.wraps(jnp.trapezoid)(_trapezoid), "along", "nx.trapezoid",
+                                jnp.trapezoid)
+    for name, f in (("shape", _shape), ("ndim", _ndim), ("size", _size)):
+        f.__name__ = f.__qualname__ = name
+        out[name] = f
+    return out
+
+
+FUNCTIONS = build()

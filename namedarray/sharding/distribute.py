@@ -1,0 +1,453 @@
+"""Sharding by name: ``x.shard()``, ``nx.shard``, ``nx.sharding``, ``nx.jit`` and ``nx.from_process_local``.
+
+Model code names its axes with *logical* names (``batch``, ``embed``, ``heads``) and calls ``.shard()`` where
+a layout matters; the user picks the parallel strategy with one mapping from those names to mesh axes,
+``with nx.axis_rules({"batch": "data", "heads": "model"}):``, and a mesh (``jax.set_mesh(mesh)``, the legacy
+``with Mesh(...)``, or ``mesh=``). The model never mentions hardware, and results never depend on the
+mapping. A value is laid out by its names alone (:mod:`namedarray.core.placement`): each named axis is split
+over the mesh axes its name maps to, and everything else is replicated.
+
+* Inside ``jit``, ``.shard()`` is a sharding constraint (``with_sharding_constraint`` on Auto mesh axes,
+  ``jax.sharding.reshard`` on Explicit ones); outside, it places the data (``device_put``).
+* ``nx.sharding(tree)`` gives the ``NamedSharding`` of every NamedArray in a pytree (abstract ones from
+  ``jax.eval_shape`` included), for ``jax.jit``'s ``in_shardings``/``out_shardings``, ``jax.device_put``
+  and checkpoint restores.
+* ``nx.jit(f)`` is ``jax.jit`` with its NamedArray inputs and outputs laid out by name, so
+  ``params = nx.jit(init)(key)`` creates parameters already split across devices.
+* ``nx.from_process_local(x, ...)`` builds a global NamedArray from each process's block
+  (``jax.distributed``).
+
+Without a mesh and without rules, ``.shard()`` is a no-op, so the same model code runs on one device.
+
+>>> import jax, jax.numpy as jnp, namedarray as nx
+>>> mesh = jax.make_mesh((1,), ("data",), axis_types=(jax.sharding.AxisType.Auto,))
+>>> x = nx.wrap(jnp.ones((4, 3)), ["batch", "embed"])
+>>> with jax.set_mesh(mesh), nx.axis_rules({"batch": "data"}):
+...     x.shard().sharding.spec
+P('data',)
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, TypeVar
+
+import jax
+import numpy as np
+from jax.sharding import NamedSharding, PartitionSpec
+from jax.tree_util import keystr
+
+from ..core import env as _env
+from ..core import placement
+from ..core.array import NamedArray, _make, canonical_storage, is_named
+from ..core.layout import named_sizes
+from ..core.orders import canonical
+from ..errors import DivisibilityError, MissingResourceError
+
+__all__ = ["shard", "sharding", "jit", "Jitted", "from_process_local", "active_mapping"]
+
+T = TypeVar("T")
+_Tracer = jax.core.Tracer
+
+
+# --------------------------------------------------------------------------------------------------------
+# The mapping and the mesh in force
+
+
+def active_mapping(resources: Mapping[str, Any] | None = None,
+                   where: str = "nx.shard") -> dict[str, tuple[str, ...]]:
+    """Axis name -> mesh axes: ``resources`` when given, else the rules of ``nx.axis_rules`` in force.
+
+    >>> import namedarray as nx
+    >>> with nx.axis_rules({"batch": "data"}):
+    ...     active_mapping()
+    {'batch': ('data',)}
+    """
+    env = _env.current()
+    return env.mapping() if resources is None else env.mapping(placement.normalize(resources, where))
+
+
+def _mesh(mesh: Any) -> Any:
+    if mesh is not None:
+        return mesh
+    env = _env.current()
+    return env.mesh if env.mesh is not None else placement.current_mesh()
+
+
+_NO_MESH = ("no mesh is in context: enter one with `with jax.set_mesh(mesh):` (or the legacy `with "
+            "Mesh(devices, names):`), or pass mesh=")
+
+
+def _no_mesh(where: str, names: Sequence[str], mapping: Mapping[str, tuple[str, ...]]) -> Exception:
+    mapped = ", ".join(f"{n!r} -> {mapping[n]}" for n in names if mapping.get(n))
+    return MissingResourceError(f"{where}: the rules map {mapped}, but {_NO_MESH}")
+
+
+def _spec(x: NamedArray, names: tuple[str, ...], ndim: int, mapping, mesh, where: str) -> PartitionSpec:
+    placement.check(named_sizes(x), mapping, mesh, where)
+    return placement.storage_spec(ndim, names, mapping.get)
+
+
+# --------------------------------------------------------------------------------------------------------
+# shard
+
+
+def _shard_one(x: NamedArray, mapping: Mapping[str, tuple[str, ...]], mesh: Any, where: str) -> NamedArray:
+    if mesh is None:
+        if any(mapping.get(n) for n in x.names):
+            raise _no_mesh(where, x.names, mapping)
+        return x
+    d = x.data
+    spec = _spec(x, x.names, d.ndim, mapping, mesh, where)
+    if isinstance(d, jax.ShapeDtypeStruct):
+        return _make(jax.ShapeDtypeStruct(d.shape, d.dtype, sharding=NamedSharding(mesh, spec),
+                                          weak_type=d.weak_type), x.names)
+    if not isinstance(d, _Tracer) and isinstance(mesh, jax.sharding.AbstractMesh):
+        raise MissingResourceError(f"{where}: only an abstract mesh is in context (jax.sharding."
+                                   "use_abstract_mesh), which cannot place data; use jax.set_mesh(mesh)")
+    return _make(placement.constrain(d, spec, mesh), x.names)
+
+
+def shard(tree: T, resources: Mapping[str, Any] | None = None, *, mesh: Any = None) -> T:
+    """Lay every NamedArray of ``tree`` out by its names; other leaves pass through unchanged.
+
+    ``resources`` maps axis names to a mesh axis, a tuple of mesh axes (major to minor) or ``None``; it
+    defaults to the rules of the innermost ``with nx.axis_rules(...)``. Each named axis is split over its
+    mesh axes; names the mapping does not mention, and positional axes, are replicated. Inside ``jit`` this
+    is a sharding constraint, outside it places the data; values never change. The mesh is ``mesh=``, else
+    ``jax.set_mesh``'s, else the legacy ``with Mesh(...)``'s. With no mesh, a value none of whose names is
+    mapped is returned as it is (so model code runs unchanged on one device); a mapped one is an error.
+
+    Errors (raised before any data moves): a mesh axis the mesh lacks, two names of one value on one mesh
+    axis, a size its mesh axes do not divide, a mesh axis twice in one name's tuple, rules with no mesh.
+
+    >>> import jax, jax.numpy as jnp, namedarray as nx
+    >>> mesh = jax.make_mesh((1,), ("data",), axis_types=(jax.sharding.AxisType.Auto,))
+    >>> params = {"w": nx.wrap(jnp.ones((3, 4)), ["embed", "mlp"]), "step": 0}
+    >>> nx.shard(params, {"mlp": "data"}, mesh=mesh)["w"].sharding.spec
+    P(None, 'data')
+    """
+    mapping = active_mapping(resources, "nx.shard")
+    m = _mesh(mesh)
+    if is_named(tree):
+        return _shard_one(tree, mapping, m, "nx.shard")
+
+    def one(path, v):
+        if not is_named(v):
+            return v
+        return _shard_one(v, mapping, m, f"nx.shard at {keystr(path)}" if path else "nx.shard")
+
+    return jax.tree_util.tree_map_with_path(one, tree, is_leaf=is_named)
+
+
+def shard_method(self: NamedArray, resources: Mapping[str, Any] | None = None, *,
+                 mesh: Any = None) -> NamedArray:
+    """Lay this array out by its names (see :func:`namedarray.shard`); values never change.
+
+    >>> import jax, jax.numpy as jnp, namedarray as nx
+    >>> x = nx.wrap(jnp.ones((4, 3)), ["batch", "embed"])
+    >>> x.shard() is x   # no mesh and no rules: nothing to do
+    True
+    """
+    return _shard_one(self, active_mapping(resources, "x.shard()"), _mesh(mesh), "x.shard()")
+
+
+# --------------------------------------------------------------------------------------------------------
+# sharding: the NamedShardings of a pytree
+
+
+def sharding(tree: Any, resources: Mapping[str, Any] | None = None, *, mesh: Any = None) -> Any:
+    """The ``NamedSharding`` each NamedArray of ``tree`` gets by its names (other leaves: replicated).
+
+    The result has ``tree``'s structure with every NamedArray replaced by one sharding (a NamedArray is one
+    leaf), so it is a tree prefix of ``tree``: pass it as ``jax.jit``'s ``in_shardings``/``out_shardings``,
+    to ``jax.device_put``, or to a checkpoint restore. Abstract trees work (``jax.eval_shape``'s NamedArrays
+    over ``ShapeDtypeStruct``). The spec is that of the flattened leaf (names in canonical order), which is
+    what those functions see.
+
+    >>> import jax, jax.numpy as jnp, namedarray as nx
+    >>> mesh = jax.make_mesh((1,), ("data",), axis_types=(jax.sharding.AxisType.Auto,))
+    >>> abstract = jax.eval_shape(lambda: {"w": nx.wrap(jnp.zeros((4, 3)), ["batch", "embed"])})
+    >>> nx.sharding(abstract, {"batch": "data"}, mesh=mesh)["w"].spec
+    P('data',)
+    """
+    mapping = active_mapping(resources, "nx.sharding")
+    m = _mesh(mesh)
+    if m is None:
+        raise MissingResourceError(f"nx.sharding: {_NO_MESH}")
+    replicated = NamedSharding(m, PartitionSpec())
+
+    def one(path, v):
+        if not is_named(v):
+            return replicated
+        where = f"nx.sharding at {keystr(path)}" if path else "nx.sharding"
+        return NamedSharding(m, _spec(v, canonical(v.names), v.data.ndim, mapping, m, where))
+
+    return jax.tree_util.tree_map_with_path(one, tree, is_leaf=is_named)
+
+
+# --------------------------------------------------------------------------------------------------------
+# jit
+
+
+def jit(fun: Callable | None = None, *, resources: Mapping[str, Any] | None = None,
+        **jit_kwargs: Any) -> Any:
+    """``jax.jit`` whose NamedArray inputs and outputs are laid out by name.
+
+    Each call places the NamedArrays among its (non-static) arguments by the rules in force (``resources``
+    adds rules for this function, as ``with nx.axis_rules(resources)`` around each call would), and the
+    compiled function constrains its NamedArray results the same way; plain array leaves are left to
+    ``jax.jit``. So ``params = nx.jit(init)(key)`` creates parameters already split across devices, never
+    whole on one, and a training step receives and returns them split. ``static_argnums``,
+    ``donate_argnums`` and every other ``jax.jit`` option pass through. Also a decorator, with or without
+    arguments. With no mesh in context it is ``jax.jit``.
+
+    >>> import jax, jax.numpy as jnp, namedarray as nx
+    >>> mesh = jax.make_mesh((1,), ("data",), axis_types=(jax.sharding.AxisType.Auto,))
+    >>> init = nx.jit(lambda key: nx.random.normal(key, named_shape={"batch": 4, "embed": 2}))
+    >>> with jax.set_mesh(mesh), nx.axis_rules({"batch": "data"}):
+    ...     init(jax.random.key(0)).named_shape
+    {'batch': 4, 'embed': 2}
+    """
+    if fun is None:
+        return functools.partial(jit, resources=resources, **jit_kwargs)
+    return Jitted(fun, resources, jit_kwargs)
+
+
+class Jitted:
+    """The callable :func:`jit` returns: call it, or ``.lower(*args)`` for the compiled program."""
+
+    def __init__(self, fun: Callable, resources: Mapping[str, Any] | None, jit_kwargs: dict[str, Any]):
+        if not callable(fun):
+            raise TypeError(f"nx.jit: fun must be callable, got {fun!r}")
+        self._fun = fun
+        self._rules = None if resources is None else _env.axis_rules(resources)
+        static = jit_kwargs.get("static_argnums", ())
+        self._static = {static} if isinstance(static, int) else set(static or ())
+        names = jit_kwargs.get("static_argnames", ())
+        self._static_names = {names} if isinstance(names, str) else set(names or ())
+        donate = jit_kwargs.get("donate_argnums", ())
+        self._donate = {donate} if isinstance(donate, int) else set(donate or ())
+        names = jit_kwargs.get("donate_argnames", ())
+        self._donate_names = {names} if isinstance(names, str) else set(names or ())
+        self._jitted = jax.jit(self._traced, **jit_kwargs)
+        # (arguments' treedef, mesh, environment, leaf ranks) -> each leaf's layout (None: not a NamedArray)
+        self._targets: dict[tuple, list] = {}
+        functools.update_wrapper(self, fun, updated=())
+
+    def __repr__(self) -> str:
+        return f"nx.jit({getattr(self._fun, '__name__', self._fun)!r})"
+
+    def _traced(self, *args, **kwargs):
+        mapping, mesh = active_mapping(), _mesh(None)
+        args = tuple(a if i in self._static else _lay_out(a, mapping, mesh, f"argument {i}")
+                     for i, a in enumerate(args))
+        kwargs = {k: v if k in self._static_names else _lay_out(v, mapping, mesh, f"argument {k!r}")
+                  for k, v in kwargs.items()}
+        out = self._fun(*args, **kwargs)
+        return _lay_out(out, mapping, mesh, "output", canonical_order=True)
+
+    def _placed(self, args: tuple, kwargs: dict, abstract: bool) -> tuple[tuple, dict]:
+        mesh = _mesh(None)
+        if mesh is None or isinstance(mesh, jax.sharding.AbstractMesh):
+            return args, kwargs
+        mapping = active_mapping()
+        args = tuple(a if i in self._static else
+                     _place_tree(a, mapping, mesh, f"argument {i}", i in self._donate, abstract)
+                     for i, a in enumerate(args))
+        kwargs = {k: v if k in self._static_names else
+                  _place_tree(v, mapping, mesh, f"argument {k!r}", k in self._donate_names, abstract)
+                  for k, v in kwargs.items()}
+        return args, kwargs
+
+    def _dynamic(self, args: tuple, kwargs: dict) -> tuple:
+        if not (self._static or self._static_names):
+            return args, kwargs
+        return (tuple(a for i, a in enumerate(args) if i not in self._static),
+                {k: v for k, v in kwargs.items() if k not in self._static_names})
+
+    def _laid_out(self, args: tuple, kwargs: dict, mesh: Any) -> bool:
+        """Whether every NamedArray argument already has the layout its names ask for (a training loop
+        passes back what the previous step returned, so this is the usual case, and costs one flatten)."""
+        dyn = self._dynamic(args, kwargs)
+        leaves, treedef = jax.tree.flatten(dyn)
+        key = (treedef, mesh, _env.current(), tuple(getattr(v, "ndim", -1) for v in leaves))
+        targets = self._targets.get(key)
+        if targets is None:
+            mapping = active_mapping()
+            targets = []
+            # a NamedArray is one leaf, so the leaves of the two flattenings line up
+            for v, leaf in zip(jax.tree.leaves(dyn, is_leaf=is_named), leaves):
+                if not is_named(v):
+                    targets.append(None)
+                    continue
+                spec = placement.storage_spec(leaf.ndim, canonical(v.names), mapping.get)
+                try:
+                    targets.append(NamedSharding(mesh, spec))
+                # not a layout of this mesh (a mesh axis used twice raises jax's DuplicateSpecError, which is
+                # no ValueError): the placing path says why, naming the axes
+                except Exception:  # noqa: BLE001
+                    targets.append(False)
+            if len(self._targets) > 64:
+                self._targets.clear()
+            self._targets[key] = targets
+        for v, t in zip(leaves, targets):
+            if t is None or isinstance(v, _Tracer):
+                continue
+            if t is False:
+                return False
+            s = getattr(v, "sharding", None)
+            if s is None or not (s == t or placement.is_placed(v, t)):
+                return False
+        return True
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        with self._rules or _NULL, _env.synced():
+            mesh = _mesh(None)
+            if (mesh is not None and not isinstance(mesh, jax.sharding.AbstractMesh)
+                    and not self._laid_out(args, kwargs, mesh)):
+                args, kwargs = self._placed(args, kwargs, abstract=False)
+            return self._jitted(*args, **kwargs)
+
+    def eval_shape(self, *args: Any, **kwargs: Any) -> Any:
+        """The abstract result, each NamedArray over a ``jax.ShapeDtypeStruct`` that carries the layout a call
+        gives it: the target to restore a checkpoint of what this function makes into, under the rules and
+        mesh in force.
+
+        >>> import jax, jax.numpy as jnp, namedarray as nx
+        >>> init = nx.jit(lambda key: nx.random.normal(key, named_shape={"embed": 4}))
+        >>> init.eval_shape(jax.random.key(0)).named_shape
+        {'embed': 4}
+        """
+        with self._rules or _NULL, _env.synced():
+            out = jax.eval_shape(self._jitted, *args, **kwargs)
+            mesh = _mesh(None)
+            return out if mesh is None else _lay_out(out, active_mapping(), mesh, "output")
+
+    def lower(self, *args: Any, **kwargs: Any) -> jax.stages.Lowered:
+        """Lower for these arguments (arrays, NamedArrays, or their ``jax.ShapeDtypeStruct`` versions), laid
+        out by name: ``.compile().memory_analysis()`` gives per-device sizes.
+
+        >>> import jax, jax.numpy as jnp, namedarray as nx
+        >>> f = nx.jit(lambda x: x * 2)
+        >>> f.lower(nx.wrap(jnp.ones(4), ["batch"])).compile()(nx.wrap(jnp.ones(4), ["batch"])).named_shape
+        {'batch': 4}
+        """
+        with self._rules or _NULL, _env.synced():
+            args, kwargs = self._placed(args, kwargs, abstract=True)
+            return self._jitted.lower(*args, **kwargs)
+
+
+class _Null:
+    def __enter__(self):
+        return None
+
+    def __exit__(self, *exc):
+        return False
+
+
+_NULL = _Null()
+
+
+def _lay_out(tree: Any, mapping, mesh, what: str, canonical_order: bool = False) -> Any:
+    """Inside the trace: constrain each NamedArray of ``tree`` by its names (results: in canonical order,
+    the order they leave the function in, so the constraint is exactly the output's layout)."""
+    def one(path, v):
+        if not is_named(v):
+            return v
+        where = f"nx.jit {what}" + (f" at {keystr(path)}" if path else "")
+        if canonical_order and isinstance(v.data, _Tracer):
+            d, names = canonical_storage(v)
+            v = _make(d, names)
+        return _shard_one(v, mapping, mesh, where)
+
+    return jax.tree_util.tree_map_with_path(one, tree, is_leaf=is_named)
+
+
+def _place_tree(tree: Any, mapping, mesh, what: str, donate: bool, abstract: bool) -> Any:
+    """Before the call: each concrete NamedArray of ``tree`` placed by its names, in the canonical order it
+    is flattened in (so that jit receives exactly the layout it compiles for)."""
+    def one(path, v):
+        if not is_named(v) or isinstance(v.data, _Tracer):
+            return v
+        d, names = canonical_storage(v)
+        where = f"nx.jit {what}" + (f" at {keystr(path)}" if path else "")
+        target = _target(names, tuple(d.shape), d.ndim, mapping, mesh, where, v)
+        if abstract:
+            return _make(jax.ShapeDtypeStruct(d.shape, d.dtype, sharding=target,
+                                              weak_type=bool(getattr(d, "weak_type", False))), names)
+        if isinstance(d, jax.ShapeDtypeStruct):
+            return v
+        return _make(placement.place(d, target, donate=donate), names)
+
+    return jax.tree_util.tree_map_with_path(one, tree, is_leaf=is_named)
+
+
+def _target(names, shape, ndim, mapping, mesh, where, v) -> NamedSharding:
+    key = (names, shape, mesh, tuple(sorted((n, mapping[n]) for n in names if n in mapping)))
+    got = _TARGETS.get(key)
+    if got is None:
+        got = NamedSharding(mesh, _spec(v, names, ndim, mapping, mesh, where))
+        if len(_TARGETS) > 4096:  # a long session meeting many shapes: start over rather than grow
+            _TARGETS.clear()
+        _TARGETS[key] = got
+    return got
+
+
+# (names, shape, mesh, the mapping of those names) -> the checked NamedSharding: what a training loop asks for
+# on every step, built once
+_TARGETS: dict[tuple, NamedSharding] = {}
+
+
+# --------------------------------------------------------------------------------------------------------
+# Multi-process
+
+
+def from_process_local(x_local: NamedArray, resources: Mapping[str, Any] | None = None, *,
+                       mesh: Any = None) -> NamedArray:
+    """A global NamedArray from each process's block of it (``jax.distributed``).
+
+    Every process passes its own block, ``x_local``, with the same names; each named axis is split over its
+    mesh axes (``resources``, default the rules in force), and along an axis split over devices of several
+    processes the blocks are put side by side in process order, so the global size is the local size times
+    the number of processes it spans (``jax.make_array_from_process_local_data``). Names that are not split
+    across processes must hold the same data on every process. In one process this is placement.
+
+    >>> import jax, jax.numpy as jnp, namedarray as nx
+    >>> mesh = jax.make_mesh((1,), ("data",), axis_types=(jax.sharding.AxisType.Auto,))
+    >>> x = nx.from_process_local(nx.wrap(jnp.ones((4, 3)), ["batch", ...]), {"batch": "data"}, mesh=mesh)
+    >>> x.named_shape, x.sharding.spec
+    ({'batch': 4}, P(None, 'data'))
+    """
+    where = "nx.from_process_local"
+    if not is_named(x_local):
+        raise TypeError(f"{where}: x_local must be a NamedArray (this process's block, with its axis names), "
+                        f"got {type(x_local).__name__}")
+    mapping = active_mapping(resources, where)
+    m = _mesh(mesh)
+    if m is None or isinstance(m, jax.sharding.AbstractMesh):
+        raise MissingResourceError(f"{where}: {_NO_MESH}")
+    if isinstance(x_local.data, _Tracer):
+        raise TypeError(f"{where}: x_local must hold concrete data (it builds a global array from it), not a "
+                        "traced value; call it outside jit")
+    # Every process lays its block out in the boundary order of the names, which the processes of a job
+    # agree on: blocks built in different orders on different processes still meet axis by axis.
+    d, names = canonical_storage(x_local)
+    msizes = placement.mesh_sizes(m)
+    placement.check({n: 0 for n in names}, mapping, m, where)  # mesh axes and conflicts; sizes below
+    spec = placement.storage_spec(d.ndim, names, mapping.get)
+    target = NamedSharding(m, spec)
+    local = np.asarray(d)
+    try:
+        out = jax.make_array_from_process_local_data(target, local)
+    except ValueError as e:
+        sizes = dict(zip(names, local.shape[local.ndim - len(names):]))
+        detail = "; ".join(f"{n!r}: local size {sizes[n]} over {mapping[n]} "
+                           f"({'x'.join(str(msizes[a]) for a in mapping[n])} devices)"
+                           for n in names if mapping.get(n))
+        raise DivisibilityError(f"{where}: this process's block cannot be laid out by its names ({detail}): "
+                                f"{e}") from None
+    result = _make(out, names)
+    placement.check(named_sizes(result), mapping, m, where)
+    return result

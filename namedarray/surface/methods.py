@@ -1,0 +1,243 @@
+"""NamedArray's operators, array methods and NumPy protocols, all routed to the ``nx.<f>`` functions.
+
+Installed on the class by :func:`install` (called once from ``namedarray/__init__.py``), so the class body
+stays about storage and types, and every operator goes through the same declared function as its ``nx.<f>``.
+
+>>> import namedarray as nx, jax.numpy as jnp, numpy as np
+>>> x = nx.wrap(jnp.arange(3.0), ["b"])
+>>> (jnp.ones(2)[:, None] + x).named_shape, np.exp(x).named_shape
+({'b': 3}, {'b': 3})
+"""
+
+from __future__ import annotations
+
+import jax
+import numpy as np
+
+from ..core.array import NamedArray
+from ..ops.mirror import EXCLUDED
+
+__all__ = ["install"]
+
+_BINARY = {
+    "add": "add", "sub": "subtract", "mul": "multiply", "truediv": "true_divide",
+    "floordiv": "floor_divide", "mod": "remainder", "pow": "power", "matmul": "matmul",
+    "and": "bitwise_and", "or": "bitwise_or", "xor": "bitwise_xor", "lshift": "left_shift",
+    "rshift": "right_shift", "divmod": "divmod",
+}
+# what an operator accepts on its other side; anything else gets NotImplemented, as jax.Array does
+_OPERANDS = (NamedArray, jax.Array, np.ndarray, np.generic, bool, int, float, complex, list, tuple)
+_COMPARE = {"lt": "less", "le": "less_equal", "gt": "greater", "ge": "greater_equal",
+            "eq": "equal", "ne": "not_equal"}
+_UNARY = {"neg": "negative", "pos": "positive", "abs": "abs", "invert": "invert"}
+
+# array methods: method name -> the nx function it calls with the array first (reshape and transpose,
+# which also take their arguments unpacked, are defined in install)
+_METHODS = {n: n for n in """sum prod max min mean var std any all argmax argmin ptp cumsum cumprod sort
+            argsort argpartition repeat squeeze swapaxes ravel diagonal trace conj conjugate round clip take
+            nonzero searchsorted copy dot compress unflatten tag untag""".split()}
+
+
+def install(nx) -> None:
+    """Attach operators and methods to :class:`NamedArray`, using the functions of module ``nx``."""
+    cls = NamedArray
+
+    def binary(fname):
+        f = getattr(nx, fname)  # bound once: operators are the hottest eager path
+
+        def op(self, other):
+            if not isinstance(other, _OPERANDS):  # let Python try the other side, or `is` for == and !=
+                return NotImplemented
+            return f(self, other)
+
+        def rop(self, other):
+            if not isinstance(other, _OPERANDS):
+                return NotImplemented
+            return f(other, self)
+
+        return op, rop
+
+    for dunder, fname in _BINARY.items():
+        op, rop = binary(fname)
+        op.__name__, rop.__name__ = f"__{dunder}__", f"__r{dunder}__"
+        setattr(cls, f"__{dunder}__", op)
+        setattr(cls, f"__r{dunder}__", rop)
+    for dunder, fname in _COMPARE.items():
+        op, _ = binary(fname)
+        op.__name__ = f"__{dunder}__"
+        setattr(cls, f"__{dunder}__", op)
+    def unary_op(f):
+        def unary(self):
+            return f(self)
+
+        return unary
+
+    for dunder, fname in _UNARY.items():
+        unary = unary_op(getattr(nx, fname))  # bound once
+        unary.__name__ = f"__{dunder}__"
+        setattr(cls, f"__{dunder}__", unary)
+
+    def method(name, fname):
+        f = getattr(nx, fname)  # bound once, as the operators are
+
+        def m(self, *args, **kwargs):
+            return f(self, *args, **kwargs)
+
+        m.__name__ = name
+        m.__doc__ = f"``nx.{fname}(self, ...)``: see :func:`namedarray.{fname}`."
+        return m
+
+    for name, fname in _METHODS.items():
+        setattr(cls, name, method(name, fname))
+
+    def reshape(self, *shape, **kwargs):
+        """Reshape the positional axes (named axes are untouched)."""
+        if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+            shape = tuple(shape[0])
+        return nx.reshape(self, shape, **kwargs)
+
+    def transpose(self, *axes):
+        """Permute the positional axes."""
+        if len(axes) == 1 and isinstance(axes[0], (tuple, list)):
+            axes = tuple(axes[0])
+        return nx.transpose(self, axes or None)
+
+    def __round__(self, ndigits=None):
+        return nx.round(self, ndigits or 0)
+
+    def unwrap(self, *axes):
+        """The positional array with named axes placed by ``axes`` (see :func:`namedarray.unwrap`).
+
+        Names given as separate arguments are a list: ``x.unwrap("b", "a")`` is ``x.unwrap(["b", "a"])``.
+
+        >>> import namedarray as nx, jax.numpy as jnp
+        >>> x = nx.wrap(jnp.zeros((2, 3)), ["a", "b"])
+        >>> x.unwrap({0: "b", 1: "a"}).shape, x.unwrap("b", "a").shape
+        ((3, 2), (3, 2))
+        """
+        if len(axes) == 1 and not isinstance(axes[0], str):
+            return nx.unwrap(self, axes[0])
+        return nx.unwrap(self, list(axes) if axes else None)
+
+    def flatten(self, *args, **kwargs):
+        """``x.flatten()`` ravels the positional axes (as NumPy's); ``x.flatten(names, new_name)`` merges
+        named axes into one (:func:`namedarray.flatten`).
+
+        >>> import namedarray as nx
+        >>> nx.zeros({"h": 2, "d": 3}).flatten(("h", "d"), "embed").named_shape
+        {'embed': 6}
+        """
+        if len(args) == 2 and not kwargs:
+            return nx.flatten(self, *args)
+        return nx.ravel(self, *args, **kwargs)
+
+    def astype(self, dtype):
+        """The same named array with another element type (``nx.astype``).
+
+        >>> import namedarray as nx, jax.numpy as jnp
+        >>> nx.wrap(jnp.zeros(3), ["k"]).astype("int8").dtype
+        dtype('int8')
+        """
+        return nx.astype(self, dtype)
+
+    def rename(self, mapping=None, /, **names):
+        """Rename named axes: ``x.rename({"old": "new"})`` or ``x.rename(old="new")``."""
+        return nx.rename(self, {**(mapping or {}), **names})
+
+    from ..interop.render import html_repr, text_repr
+    from ..sharding.distribute import shard_method
+
+    cls.unwrap, cls.astype, cls.rename, cls.flatten = unwrap, astype, rename, flatten
+    cls.shard = shard_method
+    cls.__repr__ = text_repr
+    cls._repr_html_ = html_repr
+    cls.__round__ = __round__
+    cls.reshape = reshape
+    cls.transpose = transpose
+    cls.T = property(lambda self: nx.transpose(self), doc="Transpose of the positional axes.")
+    cls.mT = property(lambda self: nx.matrix_transpose(self), doc="Swap the last two positional axes.")
+    cls.real = property(lambda self: nx.real(self))
+    cls.imag = property(lambda self: nx.imag(self))
+    from ..ops.updates import AtIndexer, getitem
+
+    cls.__getitem__ = getitem
+    cls.at = property(AtIndexer, doc="``x.at[index].set(values)`` & co.: functional updates by position and "
+                                     "name (see :mod:`namedarray.ops.updates`).")
+    def to_xarray(self, coords=None, **kwargs):
+        """An ``xarray.DataArray`` whose dims are the names (see
+        :func:`namedarray.interop.formats.to_xarray`)."""
+        from ..interop.formats import to_xarray
+
+        return to_xarray(self, coords, **kwargs)
+
+    cls.to_xarray = to_xarray
+
+    def __treescope_repr__(self, path, subtree_renderer):
+        from ..interop.treescope_support import (
+            treescope_repr,  # treescope is imported by then: it called this
+        )
+
+        return treescope_repr(self, path, subtree_renderer)
+
+    cls.__treescope_repr__ = __treescope_repr__
+    cls.__array_ufunc__ = _array_ufunc(nx)
+    cls.__array_function__ = _array_function(nx)
+
+
+def _array_ufunc(nx):
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        if kwargs.get("out") is not None:
+            return NotImplemented
+        kwargs.pop("out", None)
+        if method == "__call__":
+            f = getattr(nx, ufunc.__name__, None)
+            if f is None:
+                return NotImplemented
+            dtype = kwargs.pop("dtype", None)  # jax.numpy's elementwise functions take no dtype=
+            out = f(*inputs, **kwargs)
+            return out if dtype is None else nx.astype(out, dtype)
+        table = {"reduce": _UFUNC_REDUCE, "accumulate": _UFUNC_ACCUMULATE}.get(method, {})
+        f = table.get(ufunc.__name__)
+        if f is not None:
+            kwargs.setdefault("axis", 0)  # ufunc.reduce/accumulate default to the first axis, not all
+            return getattr(nx, f)(*inputs, **kwargs)
+        return NotImplemented
+
+    return __array_ufunc__
+
+
+_UFUNC_REDUCE = {"add": "sum", "multiply": "prod", "maximum": "max", "minimum": "min",
+                 "logical_and": "all", "logical_or": "any"}
+_UFUNC_ACCUMULATE = {"add": "cumsum", "multiply": "cumprod"}
+
+
+def _array_function(nx):
+    import jax.numpy as jnp
+
+    from ..engine.nmap import nmap
+
+    cache: dict = {}
+
+    def counterpart(func):
+        """``nx.<f>`` for ``numpy.<f>``, and ``nx.linalg.<f>`` / ``nx.fft.<f>`` for numpy's submodules."""
+        name, module = func.__name__, getattr(func, "__module__", None) or ""
+        if module == "numpy" and name in EXCLUDED:  # np.unwrap means jnp.unwrap (phases), lifted
+            return nmap(getattr(jnp, name))
+        namespace = nx if module == "numpy" else getattr(nx, module.removeprefix("numpy."), None)
+        if module not in ("numpy", "numpy.linalg", "numpy.fft") or namespace is None:
+            return None
+        f = getattr(namespace, name, None)
+        return f if callable(f) and not isinstance(f, type) else None
+
+    def __array_function__(self, func, types, args, kwargs):
+        f = cache.get(func)
+        if f is None:
+            f = cache[func] = counterpart(func) or _NONE
+        if f is _NONE:
+            return NotImplemented
+        return f(*args, **kwargs)
+
+    return __array_function__
+
+
+_NONE = object()
