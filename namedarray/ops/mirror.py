@@ -123,6 +123,8 @@ def _power(generic: Callable, fn: Callable, name: str) -> Callable:
 
     @functools.wraps(fn)
     def f(x1, x2, /):
+        if type(x2) is NamedArray and not x2.names and x2.data.ndim == 0:
+            x2 = x2.data  # a 0-d value without names is a scalar exponent, concrete or not, as in jnp
         if type(x1) is NamedArray and not isinstance(x2, (NamedArray, jax.core.Tracer)):
             try:
                 n = operator.index(x2)
