@@ -22,8 +22,12 @@
 
 from __future__ import annotations
 
+import functools
+import sys
+
 import jax
 
+from .engine import registry
 from .engine.lifting import rest_of
 from .ops.contract import pdot
 from .sharding.collectives import (
@@ -55,3 +59,5 @@ associative_scan custom_root custom_linear_solve stop_gradient optimization_barr
 """.split())
 
 __getattr__, __dir__ = rest_of(jax.lax, globals(), passthrough=PYTREE_FUNCTIONS)
+# nx.lax is where jax.lax's functions have their named versions (nx.xmap asks it for them)
+registry.declare_fallback("jax.lax", functools.partial(getattr, sys.modules[__name__]))

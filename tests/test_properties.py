@@ -242,6 +242,8 @@ def _expected_dtype(fn, *operands):
         if not isinstance(o.value, nx.NamedArray) and np.ndim(o.value) == 0:
             return jnp.asarray(o.value)  # a 0-d array, as the positional program has it
         dtype = o.value.dtype if isinstance(o.value, nx.NamedArray) else jnp.asarray(o.value).dtype
+        if isinstance(o.value, nx.NamedArray) and not o.value.names and not o.value.shape:
+            return jnp.zeros((), dtype)  # a 0-d value without names is the 0-d array it holds
         return jnp.zeros(o.ref.shape, dtype)
 
     return fn(*[concrete(o) for o in operands]).dtype

@@ -57,6 +57,8 @@ from ..core.layout import align
 from ..core.shape import check_name
 from ..core.specs import AxisSpec, is_spec_leaf, parse
 from ..core.wrapping import wrap
+from ..engine import registry
+from ..engine.nmap import nmap
 from ..errors import (
     AxisNameShadowingError,
     AxisSizeError,
@@ -214,40 +216,13 @@ def _freeze(tree: Any) -> Any:
 # Positional functions of jax passed directly: use their named implementations
 
 
-_MODULES = ("jax.numpy", "jax.nn", "jax.lax", "jax.scipy.special", "jax.numpy.linalg", "jax.numpy.fft",
-            "jax.scipy.linalg", "jax.scipy.stats", "jax.scipy.signal")
-
-
-@functools.lru_cache(maxsize=1)
-def _jax_index() -> dict[int, tuple[str, str, Any]]:
-    import importlib
-
-    index: dict[int, tuple[str, str, Any]] = {}
-    for modname in _MODULES:
-        try:
-            mod = importlib.import_module(modname)
-        except ImportError:
-            continue
-        for name in dir(mod):
-            if name.startswith("_"):
-                continue
-            obj = getattr(mod, name)
-            if callable(obj) and not isinstance(obj, type):
-                index.setdefault(id(obj), (modname, name, obj))  # first module wins (jax.numpy first)
-    return index
-
-
-# where each jax module's functions have their named versions (a submodule of nx, "" for nx itself)
-_NAMED_HOMES = {"jax.numpy": "", "jax.nn": "nn", "jax.lax": "lax", "jax.numpy.linalg": "linalg",
-                "jax.numpy.fft": "fft"}
-
-
 def named_function(fun: Callable) -> Callable:
     """``fun`` itself, or, for a function of jax.numpy / jax.nn / jax.lax / jax.scipy, its named version.
 
     ``jnp.f`` -> ``nx.f``, ``jax.nn.f`` -> ``nx.nn.f``, ``jax.lax.f`` -> ``nx.lax.f``, ``jnp.linalg.f`` ->
-    ``nx.linalg.f``, ``logsumexp`` -> ``nx.nn.logsumexp``; any other function of those modules ->
-    ``nx.nmap(f)``. A ``functools.partial`` of one is mapped the same way.
+    ``nx.linalg.f``, ``logsumexp`` -> ``nx.nn.logsumexp``, as each is declared in the registry
+    (:mod:`namedarray.engine.registry`); any other function of those modules -> ``nx.nmap(f)``. A
+    ``functools.partial`` of one is mapped the same way.
 
     >>> import jax.numpy as jnp, namedarray as nx
     >>> named_function(jnp.vdot) is nx.vdot
@@ -256,21 +231,10 @@ def named_function(fun: Callable) -> Callable:
     if isinstance(fun, functools.partial):
         inner = named_function(fun.func)
         return fun if inner is fun.func else functools.partial(inner, *fun.args, **fun.keywords)
-    hit = _jax_index().get(id(fun))
-    if hit is None or hit[2] is not fun:
-        return fun
-    modname, name, _ = hit
-    import namedarray as nx
-
-    if modname == "jax.scipy.special" and name == "logsumexp":
-        return nx.nn.logsumexp
-    home = _NAMED_HOMES.get(modname)
-    if home is not None:
-        # nx.lax hands back jax.lax's own functions of pytrees (cond, scan, ...): they take NamedArrays as is
-        f = getattr(getattr(nx, home) if home else nx, name, None)
-        if callable(f):
-            return f
-    return nx.nmap(fun)
+    f = registry.named(fun)
+    if callable(f):
+        return f
+    return nmap(fun) if registry.is_jax_function(fun) else fun
 
 
 # --------------------------------------------------------------------------------------------------------

@@ -25,7 +25,7 @@ import importlib
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-__all__ = ["implements", "declare_default", "declare_fallback", "named", "declared"]
+__all__ = ["implements", "declare_default", "declare_fallback", "named", "is_jax_function", "declared"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -34,8 +34,10 @@ _EXPLICIT: dict[int, tuple[Any, Any]] = {}
 _DEFAULT: dict[int, tuple[Any, Any]] = {}
 # jax module name -> a function name -> named implementation, for namespaces that lift on demand
 _FALLBACK: dict[str, Callable[[str], Any]] = {}
-# the jax modules whose functions have named versions, searched in this order (jax.numpy first)
-_MODULES = ("jax.numpy", "jax.numpy.linalg", "jax.numpy.fft", "jax.nn", "jax.lax", "jax.scipy.special")
+# the jax modules whose functions have named versions (explicit, mirrored, or nx.nmap of them), searched in
+# this order: a function two modules share is jax.numpy's first
+_MODULES = ("jax.numpy", "jax.nn", "jax.lax", "jax.scipy.special", "jax.numpy.linalg", "jax.numpy.fft",
+            "jax.scipy.linalg", "jax.scipy.stats", "jax.scipy.signal")
 
 
 def implements(*jax_functions: Any) -> Callable[[F], F]:
@@ -86,6 +88,12 @@ def named(jax_function: Any) -> Any | None:
         return getattr_(where[1])
     except AttributeError:
         return None
+
+
+def is_jax_function(f: Any) -> bool:
+    """Whether ``f`` is a function of one of the jax modules named versions come from (jax.numpy, ...)."""
+    where = _jax_index().get(id(f))
+    return where is not None and where[2] is f
 
 
 def declared() -> dict[str, Any]:

@@ -30,6 +30,7 @@ import functools
 import inspect
 import math
 import operator
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -43,6 +44,7 @@ from ..core.array import NamedArray, _make, from_storage
 from ..core.layout import union
 from ..core.wrapping import wrap
 from ..engine import dispatch as engine
+from ..engine import registry
 from ..engine.lifting import rest_of
 from ..errors import AxisSizeError, AxisSpecError, DuplicateAxisError, fmt_names
 from . import initializers
@@ -479,3 +481,5 @@ def rms_norm(x: Any, axis: Axis, scale: Any = None, eps: float = 1e-5) -> Any:
 # Everything else in jax.nn
 
 __getattr__, __dir__ = rest_of(jax.nn, globals())
+# nx.nn is where jax.nn's functions have their named versions (nx.xmap asks it for them)
+registry.declare_fallback("jax.nn", functools.partial(getattr, sys.modules[__name__]))

@@ -42,6 +42,7 @@ from ..core.array import NamedArray, _make
 from ..core.shape import duplicates
 from ..core.wrapping import to_storage, wrap
 from ..engine import dispatch as engine
+from ..engine.registry import implements
 from ..errors import AxisSizeError, AxisSpecError, DuplicateAxisError, fmt_names, not_an_array
 
 __all__ = ["dot", "vdot", "matmul", "tensordot", "inner", "outer", "pdot"]
@@ -209,6 +210,7 @@ def _dot_impl(static, a, b):
     return _make(out, tuple(m for _, m in named))
 
 
+@implements(jnp.dot)
 def dot(a: Any, b: Any, axis: str | Sequence[str] | None = None, *, precision: Any = None,
         preferred_element_type: Any = None) -> NamedArray | jax.Array:
     """Dot product: contract the named axes ``axis``; without ``axis``, ``jnp.dot`` lifted over names.
@@ -318,6 +320,7 @@ def _normalize_axes(axes: Any, where: str):
                         "use nx.dot(a, b, axis=(...))")
 
 
+@implements(jnp.tensordot)
 def tensordot(a: Any, b: Any, axes: Any = 2, *, precision: Any = None,
               preferred_element_type: Any = None) -> NamedArray | jax.Array:
     """``jnp.tensordot`` where axes may be given by name.
@@ -443,6 +446,7 @@ def pdot(x: Any, y: Any, axis_name: str | Sequence[str], pos_contract: Any = _NO
 # Positional products, vectorised over names
 
 
+@implements(jnp.matmul)
 def matmul(a: Any, b: Any, *, precision: Any = None,
            preferred_element_type: Any = None) -> NamedArray | jax.Array:
     """``jnp.matmul`` on the positional axes, vectorised over names (what ``a @ b`` calls).
@@ -465,6 +469,7 @@ def matmul(a: Any, b: Any, *, precision: Any = None,
                                              "preferred_element_type": preferred_element_type}, "nx.matmul")
 
 
+@implements(jnp.vdot)
 def vdot(a: Any, b: Any, *, precision: Any = None,
          preferred_element_type: Any = None) -> NamedArray | jax.Array:
     """``jnp.vdot`` (conjugate ``a``, flatten the positional axes, dot), vectorised over names.
@@ -479,6 +484,7 @@ def vdot(a: Any, b: Any, *, precision: Any = None,
                                            "preferred_element_type": preferred_element_type}, "nx.vdot")
 
 
+@implements(jnp.inner)
 def inner(a: Any, b: Any, *, precision: Any = None,
           preferred_element_type: Any = None) -> NamedArray | jax.Array:
     """``jnp.inner`` (contract the last positional axes), vectorised over names.
@@ -492,6 +498,7 @@ def inner(a: Any, b: Any, *, precision: Any = None,
                                             "preferred_element_type": preferred_element_type}, "nx.inner")
 
 
+@implements(jnp.outer)
 def outer(a: Any, b: Any, out: None = None) -> NamedArray | jax.Array:
     """``jnp.outer`` (flattened positional outer product), vectorised over names.
 

@@ -33,6 +33,7 @@ from ..core.layout import align
 from ..core.shape import check_name
 from ..core.wrapping import tag
 from ..engine import dispatch as engine
+from ..engine.registry import implements
 from ..errors import AxisSizeError, AxisSpecError, DuplicateAxisError, fmt_names
 
 __all__ = ["zeros", "ones", "empty", "full", "arange", "linspace", "logspace", "geomspace",
@@ -116,6 +117,7 @@ def _filled(fn, shape: Any, named_shape: NamedShapeLike, dtype: Any, kwargs: dic
     return _make(fn(pshape + tuple(named.values()), *fill, dtype, **kwargs), tuple(named))
 
 
+@implements(jnp.zeros)
 def zeros(shape: ShapeLike = (), dtype: Any = None, *, named_shape: NamedShapeLike = None,
           **kwargs: Any) -> Any:
     """Zeros of positional ``shape`` and named shape ``named_shape`` (``jnp.zeros`` when nothing is named).
@@ -128,6 +130,7 @@ def zeros(shape: ShapeLike = (), dtype: Any = None, *, named_shape: NamedShapeLi
     return _filled(jnp.zeros, shape, named_shape, dtype, kwargs, "nx.zeros")
 
 
+@implements(jnp.ones)
 def ones(shape: ShapeLike = (), dtype: Any = None, *, named_shape: NamedShapeLike = None,
          **kwargs: Any) -> Any:
     """Ones of positional ``shape`` and named shape ``named_shape`` (``jnp.ones`` when nothing is named).
@@ -139,6 +142,7 @@ def ones(shape: ShapeLike = (), dtype: Any = None, *, named_shape: NamedShapeLik
     return _filled(jnp.ones, shape, named_shape, dtype, kwargs, "nx.ones")
 
 
+@implements(jnp.empty)
 def empty(shape: ShapeLike = (), dtype: Any = None, *, named_shape: NamedShapeLike = None,
           **kwargs: Any) -> Any:
     """An array of positional ``shape`` and named shape ``named_shape`` (zeros, as ``jnp.empty`` gives).
@@ -150,6 +154,7 @@ def empty(shape: ShapeLike = (), dtype: Any = None, *, named_shape: NamedShapeLi
     return _filled(jnp.empty, shape, named_shape, dtype, kwargs, "nx.empty")
 
 
+@implements(jnp.full)
 def full(shape: ShapeLike, fill_value: Any, dtype: Any = None, *, named_shape: NamedShapeLike = None,
          **kwargs: Any) -> Any:
     """``fill_value`` broadcast to positional ``shape`` and named shape ``named_shape``.
@@ -211,6 +216,7 @@ def _check_new_name(name: str, size: int, where: str) -> None:
                             f"{env.size(name)} (axis {name!r} is bound by an enclosing nx.xmap)")
 
 
+@implements(jnp.arange)
 def arange(start: Any, stop: Any = None, step: Any = None, dtype: Any = None, *, name: str | None = None,
            **kwargs: Any) -> Any:
     """``jnp.arange``; with ``name`` its one axis is that named axis.
@@ -249,6 +255,7 @@ def _name_last(samples: Any, name: str, where: str) -> NamedArray:
     return tag(samples if type(samples) is NamedArray else _make(samples, ()), -1, name, where)
 
 
+@implements(jnp.linspace)
 def linspace(start: Any, stop: Any, num: int = 50, endpoint: bool = True, retstep: bool = False,
              dtype: Any = None, axis: int | None = None, *, name: str | None = None) -> Any:
     """``jnp.linspace``; with ``name`` the samples' axis is that named axis (``start``/``stop`` may carry
@@ -262,6 +269,7 @@ def linspace(start: Any, stop: Any, num: int = 50, endpoint: bool = True, retste
                    dict(endpoint=endpoint, retstep=retstep, dtype=dtype))
 
 
+@implements(jnp.logspace)
 def logspace(start: Any, stop: Any, num: int = 50, endpoint: bool = True, base: Any = 10.0,
              dtype: Any = None, axis: int | None = None, *, name: str | None = None) -> Any:
     """``jnp.logspace``; with ``name`` the samples' axis is that named axis.
@@ -274,6 +282,7 @@ def logspace(start: Any, stop: Any, num: int = 50, endpoint: bool = True, base: 
                    dict(endpoint=endpoint, base=base, dtype=dtype))
 
 
+@implements(jnp.geomspace)
 def geomspace(start: Any, stop: Any, num: int = 50, endpoint: bool = True, dtype: Any = None,
               axis: int | None = None, *, name: str | None = None) -> Any:
     """``jnp.geomspace``; with ``name`` the samples' axis is that named axis.

@@ -27,6 +27,7 @@ from ..core import placement
 from ..core.array import NamedArray, _make
 from ..core.shape import join_sizes
 from ..engine import dispatch as engine
+from ..engine.registry import implements
 from ..errors import AxisSizeError, EinsumSpecError, fmt_names
 from .contract import _operand, _result, sum_blocks
 
@@ -351,6 +352,7 @@ def _out_sharding(pl: Plan, datas: list) -> Any:
     return placement.contraction_sharding(datas, inputs.split(","), output, names, _env.current().mapping())
 
 
+@implements(jnp.einsum)
 def einsum(spec: str, *operands: Any, precision: Any = None,
            preferred_element_type: Any = None) -> NamedArray | jax.Array:
     """Einstein summation where letters are positional axes and ``{names}`` are named axes: a name written

@@ -42,10 +42,10 @@ from ..core.shape import join_sizes
 from ..core.wrapping import untag
 from ..engine import dispatch as engine
 from ..engine import lifting as lifted
+from ..engine import registry
 from ..engine.docstrings import document
 from ..errors import PositionalMisuseError, fmt_names
-
-__all__ = ["build", "FUNCTIONS"]
+from . import norms  # noqa: F401  (declares nx.linalg.norm and vector_norm, which nx.linalg holds)
 
 UNARY = """
 abs absolute acos acosh angle arccos arccosh arcsin arcsinh arctan arctanh around asin asinh atan atanh
@@ -123,8 +123,8 @@ def _power(generic: Callable, fn: Callable, name: str) -> Callable:
 
     @functools.wraps(fn)
     def f(x1, x2, /):
-        if type(x2) is NamedArray and not x2.names and x2.data.ndim == 0:
-            x2 = x2.data  # a 0-d value without names is a scalar exponent, concrete or not, as in jnp
+        if type(x1) is NamedArray and type(x2) is NamedArray and not x2.names and x2.data.ndim == 0:
+            x2 = x2.data  # a 0-d exponent without names is a scalar exponent, concrete or not, as in jnp
         if type(x1) is NamedArray and not isinstance(x2, (NamedArray, jax.core.Tracer)):
             try:
                 n = operator.index(x2)
@@ -295,8 +295,10 @@ def _lifted_module(sub: str) -> types.ModuleType:
     for name in dir(src):
         if not name.startswith("_"):
             obj = getattr(src, name)
-            lifted = callable(obj) and not isinstance(obj, type)
-            setattr(mod, name, _lifted(obj, f"{sub}.{name}") if lifted else obj)
+            if callable(obj) and not isinstance(obj, type):
+                registry.declare_default(obj, _lifted(obj, f"{sub}.{name}"))
+                obj = registry.named(obj)  # a named implementation declared elsewhere wins
+            setattr(mod, name, obj)
     sys.modules[mod.__name__] = mod  # so that `from namedarray.linalg import det` works too
     return mod
 
@@ -428,3 +430,17 @@ def build() -> dict[str, Callable]:
 
 
 FUNCTIONS = build()
+for _name, _f in FUNCTIONS.items():
+    if callable(_f) and not isinstance(_f, type) and callable(getattr(jnp, _name, None)):
+        registry.declare_default(getattr(jnp, _name), _f)
+
+# The generated mirror, listed here and nowhere else: ``from namedarray.ops.mirror import *`` binds every
+# name (the package root does, before its named implementations replace some of them).
+__all__ = sorted(FUNCTIONS)
+
+
+def __getattr__(name: str):
+    try:
+        return FUNCTIONS[name]
+    except KeyError:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None

@@ -21,6 +21,7 @@ import jax.numpy as jnp
 from ..core.array import NamedArray
 from ..engine import dispatch as engine
 from ..engine.lifting import has_name, lift
+from ..engine.registry import implements
 from ..errors import AxisSpecError
 
 __all__ = ["norm", "vector_norm"]
@@ -28,6 +29,7 @@ __all__ = ["norm", "vector_norm"]
 Axis = int | str | tuple[int | str, ...] | None
 
 
+@implements(jnp.linalg.norm)
 def norm(x: Any, ord: Any = None, axis: Axis = None, keepdims: bool = False) -> Any:
     """``jnp.linalg.norm`` where ``axis`` may hold names: one axis is a vector norm, two a matrix norm.
 
@@ -50,6 +52,7 @@ def norm(x: Any, ord: Any = None, axis: Axis = None, keepdims: bool = False) -> 
     return _lifted_norm(x, ord, axis, keepdims)
 
 
+@implements(jnp.linalg.vector_norm)
 def vector_norm(x: Any, /, *, axis: Axis = None, keepdims: bool = False, ord: Any = 2) -> Any:
     """``jnp.linalg.vector_norm`` where ``axis`` may hold names (the axes are flattened into one vector).
 

@@ -26,6 +26,7 @@ from ..core import placement
 from ..core.array import NamedArray, _make, as_storage
 from ..core.wrapping import tag, untag
 from ..engine import dispatch as engine
+from ..engine.registry import implements
 from ..errors import AxisSizeError, AxisSpecError, DuplicateAxisError, PositionalAxisError, fmt_names, no_axis
 
 __all__ = ["concatenate", "concat", "stack", "take", "append", "pad"]
@@ -50,6 +51,7 @@ def _concat_impl(static, *arrays):
     return tag(out, -1, name, where)
 
 
+@implements(jnp.concatenate)
 def concatenate(arrays: Sequence[Any], axis: int | str | None = 0, dtype: Any = None) -> Any:
     """``jnp.concatenate`` where ``axis`` may be a name every operand carries; other names broadcast.
 
@@ -72,6 +74,7 @@ def concatenate(arrays: Sequence[Any], axis: int | str | None = 0, dtype: Any = 
     return engine.lift(jnp.concatenate, (arrays,), {"axis": axis, "dtype": dtype}, "nx.concatenate")
 
 
+@implements(jnp.concat)
 def concat(arrays: Sequence[Any], /, *, axis: int | str | None = 0) -> Any:
     """Array-API spelling of :func:`concatenate`.
 
@@ -82,6 +85,7 @@ def concat(arrays: Sequence[Any], /, *, axis: int | str | None = 0) -> Any:
     return concatenate(arrays, axis=axis)
 
 
+@implements(jnp.append)
 def append(arr: Any, values: Any, axis: int | str | None = None) -> Any:
     """``jnp.append``; with a named ``axis``, :func:`concatenate` of the two along that name.
 
@@ -102,6 +106,7 @@ def _stack_impl(static, *arrays):
     return tag(out, -1, name, where)
 
 
+@implements(jnp.stack)
 def stack(arrays: Sequence[Any], axis: int | str = 0, out: None = None, dtype: Any = None) -> Any:
     """``jnp.stack``; a name for ``axis`` stacks along a new named axis.
 
@@ -162,6 +167,7 @@ def _take_impl(static, a, indices):
     return tag(out, -1, name, where) if rank == 1 else out
 
 
+@implements(jnp.take)
 def take(a: Any, indices: Any, axis: int | str | None = None, out: None = None, mode: Any = None,
          unique_indices: bool = False, indices_are_sorted: bool = False, fill_value: Any = None) -> Any:
     """``jnp.take``; along a named ``axis``, a 1-d index keeps the name (resized), a scalar drops it.
@@ -205,6 +211,7 @@ def _width(w: Any, axis: Any, where: str) -> tuple[int, int]:
     return int(pair[0]), int(pair[1])
 
 
+@implements(jnp.pad)
 def pad(array: Any, pad_width: Any, mode: Any = "constant", **kwargs: Any) -> Any:
     """``jnp.pad``, where ``pad_width`` may also be a mapping ``{axis: width}`` whose keys are names or
     positions, each width an int or a pair ``(before, after)``; the axes it leaves out are not padded, and

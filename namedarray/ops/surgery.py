@@ -26,6 +26,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 from ..core import env as _env
@@ -34,6 +35,7 @@ from ..core.layout import pos_ndim
 from ..core.shape import check_name, check_names
 from ..core.wrapping import wrap
 from ..engine import dispatch as engine
+from ..engine.registry import implements
 from ..errors import (
     AxisSizeError,
     AxisSpecError,
@@ -194,6 +196,7 @@ _split = FUNCTIONS["split"]
 _NO_SECTIONS = object()
 
 
+@implements(jnp.split)
 def split(ary: Any, indices_or_sections: Any, axis: Any = _NO_SECTIONS) -> list:
     """``jnp.split``, along a position or a name; ``nx.split(x, "seq", sections)`` is the named spelling.
 

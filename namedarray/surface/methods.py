@@ -1,7 +1,8 @@
 """NamedArray's operators, array methods and NumPy protocols, all routed to the ``nx.<f>`` functions.
 
-Installed on the class by :func:`install` (called once from ``namedarray/__init__.py``), so the class body
-stays about storage and types, and every operator goes through the same declared function as its ``nx.<f>``.
+Installed on the class when this module is imported (the package root imports it last), so the class body
+stays about storage and types, and every operator goes through the same declared function as its ``nx.<f>``:
+each is found in the registry (:mod:`namedarray.engine.registry`), where the layers below declared it.
 
 >>> import namedarray as nx, jax.numpy as jnp, numpy as np
 >>> x = nx.wrap(jnp.arange(3.0), ["b"])
@@ -12,12 +13,34 @@ stays about storage and types, and every operator goes through the same declared
 from __future__ import annotations
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 from ..core.array import NamedArray
-from ..ops.mirror import EXCLUDED
+from ..core.wrapping import rename, unwrap, wrap
+from ..engine import registry
+from ..ops import contract, structural  # noqa: F401  (their declarations replace the mirror's defaults)
+from ..ops.mirror import EXCLUDED, FUNCTIONS
+from ..ops.surgery import flatten, tag, unflatten, untag
 
 __all__ = ["install"]
+
+
+class _Namespace:
+    """``nx.<name>`` as the layers below declared it: each jax.numpy function by its named implementation
+    (the registry), and the nx functions that have no jax counterpart."""
+
+    _OWN = {"wrap": wrap, "unwrap": unwrap, "rename": rename, "flatten": flatten, "unflatten": unflatten,
+            "tag": tag, "untag": untag, "linalg": FUNCTIONS["linalg"], "fft": FUNCTIONS["fft"]}
+
+    def __getattr__(self, name: str):
+        f = self._OWN.get(name)
+        if f is None:
+            j = getattr(jnp, name, None)
+            f = registry.named(j) if j is not None and not name.startswith("_") else None
+        if f is None:
+            raise AttributeError(f"nx has no function {name!r}")
+        return f
 
 _BINARY = {
     "add": "add", "sub": "subtract", "mul": "multiply", "truediv": "true_divide",
@@ -38,8 +61,8 @@ _METHODS = {n: n for n in """sum prod max min mean var std any all argmax argmin
             nonzero searchsorted copy dot compress unflatten tag untag""".split()}
 
 
-def install(nx) -> None:
-    """Attach operators and methods to :class:`NamedArray`, using the functions of module ``nx``."""
+def install(nx: object = _Namespace()) -> None:
+    """Attach operators and methods to :class:`NamedArray`, using the functions of namespace ``nx``."""
     cls = NamedArray
 
     def binary(fname):
@@ -212,8 +235,6 @@ _UFUNC_ACCUMULATE = {"add": "cumsum", "multiply": "cumprod"}
 
 
 def _array_function(nx):
-    import jax.numpy as jnp
-
     from ..engine.nmap import nmap
 
     cache: dict = {}
@@ -241,3 +262,6 @@ def _array_function(nx):
 
 
 _NONE = object()
+
+
+install()
