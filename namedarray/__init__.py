@@ -22,8 +22,8 @@ from . import errors, lax, nn, random, typing  # noqa: E402
 from .adapter.xmap import SerialLoop, serial_loop, xmap  # noqa: E402
 from .core import env  # noqa: E402
 from .core.array import NamedArray  # noqa: E402
+from .core.caches import clear_caches  # noqa: E402
 from .core.env import axis_rules  # noqa: E402
-from .core.kernels import clear_caches  # noqa: E402
 from .core.orders import canonical_order, fix_canonical_order, reset_canonical_orders  # noqa: E402
 from .core.shape import NamedShape  # noqa: E402
 from .core.wrapping import rename, unwrap, wrap  # noqa: E402

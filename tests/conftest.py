@@ -21,6 +21,54 @@ hypothesis.settings.register_profile(
 hypothesis.settings.load_profile("ci" if os.environ.get("CI") else "default")
 
 
+_COMPILES: list[str] = []
+
+
+def _on_event(name, *_, **__):
+    if name == "/jax/core/compile/backend_compile_duration":
+        _COMPILES.append(name)
+
+
+jax.monitoring.register_event_duration_secs_listener(_on_event)
+
+
+class Counts:
+    """Backend compiles and the engine's eager calls and kernels built since the start (or ``reset``)."""
+
+    def __init__(self):
+        self.reset()
+
+    def reset(self, fresh_kernels: bool = False) -> None:
+        """Count from zero again; ``fresh_kernels`` also empties the kernel table (``nx.clear_caches()``)."""
+        from namedarray.core.kernels import stats
+
+        if fresh_kernels:
+            import namedarray as nx
+
+            nx.clear_caches()
+        _COMPILES.clear()
+        self._stats = stats
+        self._base = (stats.eager_calls, stats.kernels_built)
+
+    @property
+    def compiles(self) -> int:
+        return len(_COMPILES)
+
+    @property
+    def eager_calls(self) -> int:
+        return self._stats.eager_calls - self._base[0]
+
+    @property
+    def kernels_built(self) -> int:
+        return self._stats.kernels_built - self._base[1]
+
+
+@pytest.fixture
+def counts():
+    """What a test of the dispatch mechanism counts: compiles, eager calls and kernels built."""
+    return Counts()
+
+
 @pytest.fixture
 def rng():
     return np.random.default_rng(0)

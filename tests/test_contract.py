@@ -12,7 +12,6 @@ from hypothesis import strategies as st
 from jax import lax
 
 import namedarray as nx
-from namedarray.engine import dispatch as engine
 from namedarray.errors import AxisSizeError, AxisSpecError, DuplicateAxisError, UnboundAxisError
 
 NAMES = ["a", "batch", "k", "m2", "out"]
@@ -465,28 +464,17 @@ def test_dot_errors():
         nx.dot(x, x, axis=("k", "k"))
 
 
-_COMPILES: list[str] = []
 
 
-def _listener(name, *_, **__):
-    if name == "/jax/core/compile/backend_compile_duration":
-        _COMPILES.append(name)
-
-
-jax.monitoring.register_event_duration_secs_listener(_listener)
-
-
-def test_eager_named_dot_is_one_cached_kernel():
+def test_eager_named_dot_is_one_cached_kernel(counts):
     a = nx.wrap(jnp.ones((32, 64)), ["b", "k"])
     b = nx.wrap(jnp.ones((64, 16)), ["k", "m"])
-    engine.clear_cache()
-    engine.stats.reset()
-    _COMPILES.clear()
+    counts.reset(fresh_kernels=True)
     nx.dot(a, b, axis="k").block_until_ready()
-    assert len(_COMPILES) == 1 and engine.stats.kernels_built == 1
+    assert counts.compiles == 1 and counts.kernels_built == 1
     for _ in range(5):
         nx.dot(a, b, axis="k").block_until_ready()
-    assert len(_COMPILES) == 1 and engine.stats.kernels_built == 1 and engine.stats.eager_calls == 6
+    assert counts.compiles == 1 and counts.kernels_built == 1 and counts.eager_calls == 6
 
 
 def test_matmul_without_positional_axes_names_the_operand():

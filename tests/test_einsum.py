@@ -12,7 +12,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import namedarray as nx
-from namedarray.engine import dispatch as engine
 from namedarray.errors import AxisSizeError, EinsumSpecError
 
 einsum_mod = importlib.import_module("namedarray.ops.einsum")  # the module (nx.einsum is the function)
@@ -373,39 +372,27 @@ def test_contracting_two_different_sizes_names_axis_and_sizes():
 # --------------------------------------------------------------------------------------------------------
 # Mechanism: one kernel per layout, reused (counted, not timed)
 
-_COMPILES: list[str] = []
 
 
-def _listener(name, *_, **__):
-    if name == "/jax/core/compile/backend_compile_duration":
-        _COMPILES.append(name)
-
-
-jax.monitoring.register_event_duration_secs_listener(_listener)
-
-
-def test_eager_einsum_is_one_cached_kernel_per_layout():
+def test_eager_einsum_is_one_cached_kernel_per_layout(counts):
     spec = "n{b,k},{k,m}->n{b,m}"
     x = nx.wrap(jnp.ones((2, 5, 3)), {0: "b", 2: "k"})
     y = nx.wrap(jnp.ones((3, 4)), ["k", "m"])
     y_other = nx.wrap(jnp.ones((4, 3)), ["m", "k"])  # stored in another order: a layout of its own
     y_wide = nx.wrap(jnp.ones((3, 6)), ["k", "m"])  # a new layout (sizes)
-    engine.clear_cache()  # a fresh kernel table: this test counts kernels from zero
-    engine.stats.reset()
-    _COMPILES.clear()
+    counts.reset(fresh_kernels=True)  # a fresh kernel table: this test counts kernels from zero
     nx.einsum(spec, x, y).block_until_ready()
-    assert engine.stats.kernels_built == 1 and engine.stats.eager_calls == 1
-    first = len(_COMPILES)
-    assert first == 1  # alignment and the contraction: one executable
+    assert counts.kernels_built == 1 and counts.eager_calls == 1
+    assert counts.compiles == 1  # alignment and the contraction: one executable
     nx.einsum(spec, x, y_other).block_until_ready()
-    assert len(_COMPILES) == 2 and engine.stats.kernels_built == 2
+    assert counts.compiles == 2 and counts.kernels_built == 2
     for _ in range(3):
         nx.einsum(spec, x, y).block_until_ready()
         nx.einsum(spec, x, y_other).block_until_ready()
-    assert len(_COMPILES) == 2  # reused: no new compile for a layout seen before
-    assert engine.stats.kernels_built == 2 and engine.stats.eager_calls == 8
+    assert counts.compiles == 2  # reused: no new compile for a layout seen before
+    assert counts.kernels_built == 2 and counts.eager_calls == 8
     nx.einsum(spec, x, y_wide).block_until_ready()
-    assert len(_COMPILES) == 3 and engine.stats.kernels_built == 2
+    assert counts.compiles == 3 and counts.kernels_built == 2
     np.testing.assert_allclose(np.asarray(nx.einsum(spec, x, y_other).unwrap({0: "b", 2: "m"})),
                                np.full((2, 5, 4), 3.0))
     misses = einsum_mod.plan.cache_info().misses

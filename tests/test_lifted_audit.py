@@ -103,7 +103,7 @@ RAISES = {
        ptp var std""".split()},
     **{f: (lambda f=f: getattr(nx, f)(X, X)) for f in "cross vecdot convolve correlate kron polyval".split()},
     # every reduction: axis=None on an all-named value reduces nothing
-    **{f: (lambda f=f: getattr(nx, f)(X, *((0.5,) if f in mirror._TAKES_Q else ())))
+    **{f: (lambda f=f: getattr(nx, f)(X, *((0.5,) if f in mirror.TAKES_Q else ())))
        for f in mirror.REDUCTIONS},
     "roll": lambda: nx.roll(X, 1),
     "swapaxes": lambda: nx.swapaxes(X, 0, 1),

@@ -19,25 +19,13 @@ import pytest
 from conftest import fresh_canonical_orders
 
 import namedarray as nx
-from namedarray.engine import dispatch as engine
-
-_COMPILES: list[str] = []
 
 
-def _listener(name, *_, **__):
-    if name == "/jax/core/compile/backend_compile_duration":
-        _COMPILES.append(name)
-
-
-jax.monitoring.register_event_duration_secs_listener(_listener)
-
-
-def _count(f):
+def _count(counts, f):
     """(backend compiles, engine eager calls) during ``f()``."""
-    _COMPILES.clear()
-    before = engine.stats.eager_calls
+    counts.reset()
     jax.block_until_ready(f())
-    return len(_COMPILES), engine.stats.eager_calls - before
+    return counts.compiles, counts.eager_calls
 
 
 A = np.arange(12.0).reshape(3, 4)
@@ -58,20 +46,20 @@ D = np.arange(24.0).reshape(2, 3, 4)
     (lambda: (nx.wrap(D, [None, "a", "b"]), jnp.asarray(C)), [None, None, "a", "b"],
      C[:, :, None, None] + D[None]),
 ])
-def test_misaligned_eager_op_is_one_dispatch(make, out_axes, reference):
+def test_misaligned_eager_op_is_one_dispatch(make, out_axes, reference, counts):
     x, y = make()
     for i in range(3):
-        compiles, calls = _count(lambda: (x + y).data)
+        compiles, calls = _count(counts, lambda: (x + y).data)
         assert calls == 1
         assert compiles == (1 if i == 0 else 0)
     got = nx.unwrap(x + y, out_axes)
     np.testing.assert_allclose(got, reference)
 
 
-def test_reduction_and_reused_layout_compile_once():
+def test_reduction_and_reused_layout_compile_once(counts):
     x = nx.wrap(jnp.arange(12.0).reshape(3, 4), ["a", "b"])
-    assert _count(lambda: x.sum("b").data)[1] == 1
-    assert _count(lambda: x.sum("b").data) == (0, 1)
+    assert _count(counts, lambda: x.sum("b").data)[1] == 1
+    assert _count(counts, lambda: x.sum("b").data) == (0, 1)
     np.testing.assert_allclose(x.sum("b").unwrap(["a"]), np.arange(12.0).reshape(3, 4).sum(1))
 
 
@@ -136,20 +124,22 @@ def _compile_like_twins(make, hlo_ops):
     assert ops_nx == ops_jnp, (ops_nx, ops_jnp)
 
 
-def test_eager_at_set_is_one_cached_kernel_per_layout():
+def test_eager_at_set_is_one_cached_kernel_per_layout(counts):
     cache = nx.wrap(jnp.zeros((2, 8, 3)), ["batch", "seq", "d"])
     other = nx.wrap(jnp.zeros((3, 8, 2)), ["d", "seq", "batch"])  # the same named shape, another layout
     step = nx.wrap(jnp.ones((3, 2)), ["d", "batch"])
-    engine.clear_cache()  # a fresh kernel table: this test counts kernels from zero
-    engine.stats.reset()
+    counts.reset(fresh_kernels=True)  # a fresh kernel table: this test counts kernels from zero
+    built = 0
     for t in range(4):  # a moving position is an operand of the kernel, not part of its key
-        compiles, calls = _count(lambda t=t: cache.at[{"seq": t}].set(step).data)
+        compiles, calls = _count(counts, lambda t=t: cache.at[{"seq": t}].set(step).data)
+        built += counts.kernels_built
         assert calls == 1 and compiles == (1 if t == 0 else 0)
-    assert engine.stats.kernels_built == 1
+    assert built == 1
     for t in range(4):
-        compiles, calls = _count(lambda t=t: other.at[{"seq": t}].set(step).data)
+        compiles, calls = _count(counts, lambda t=t: other.at[{"seq": t}].set(step).data)
+        built += counts.kernels_built
         assert calls == 1 and compiles == (1 if t == 0 else 0)
-    assert engine.stats.kernels_built == 2
+    assert built == 2
     out = other.at[{"seq": 5}].set(step * 2.0)
     ref = np.zeros((3, 8, 2))
     ref[:, 5, :] = 2.0

@@ -30,14 +30,15 @@ def resident_mb() -> float:
 
 
 @pytest.fixture
-def small_table(monkeypatch):
+def small_table():
     """The kernel table shrunk to SMALL_TABLE kernels, so that a few dozen new keys go past its size."""
-    assert kernels._table.size == kernels.MAX_KERNELS
-    monkeypatch.setattr(kernels._table, "size", SMALL_TABLE)
-    monkeypatch.setattr(kernels, "MAX_KERNELS", SMALL_TABLE)
+    old = kernels.resize(SMALL_TABLE)
     nx.clear_caches()
-    yield SMALL_TABLE
-    nx.clear_caches()
+    try:
+        yield SMALL_TABLE
+    finally:
+        kernels.resize(old)
+        nx.clear_caches()
 
 
 def test_fresh_lambdas_do_not_accumulate():
@@ -127,3 +128,63 @@ def test_clear_caches_empties_the_table():
     assert kernels.size() == 0
     y = nx.wrap(jnp.ones(2), ["cleared0"]) + 1
     np.testing.assert_array_equal(np.asarray(y.unwrap(["cleared0"])), np.full(2, 2.0))
+
+
+# Every cache the library owns, by the name it is registered under (namedarray.core.caches).
+CACHES = {"boundary permutations", "eager kernels", "einsum plans", "einsum specs",
+          "functions built around user functions", "jax function index", "lifted functions of jax.lax",
+          "lifted functions of jax.nn", "lifted functions of jax.random", "nx.xmap compilations",
+          "rearrange specs", "sharding targets"}
+
+
+def test_clear_caches_empties_every_cache_the_library_owns():
+    import jax
+    from meshes import auto_mesh
+
+    from namedarray.core import caches
+
+    x = nx.wrap(jnp.arange(6.0).reshape(2, 3), ["b", "a"])
+    nx.fix_canonical_order(["a", "b"])
+    jax.tree.leaves(x)  # a boundary permutation
+    nx.einsum("{a,b},{b}->{a}", x, nx.wrap(jnp.ones(2), ["b"]))  # a spec, a plan, an eager kernel
+    nx.rearrange(x, "{a, b} -> a b")
+    body = lambda i, v: v + 1  # noqa: E731  (kept alive: what is built around it lives as long)
+    nx.lax.fori_loop(0, 2, body, x)  # a loop body built around the user's
+    nx.lax.abs(x), nx.nn.scaled_matmul, nx.random.bits  # lifted on demand
+    nx.xmap(jax.nn.relu, in_axes=[{0: "l"}], out_axes=["l", ...])(jnp.ones(3))  # found through the index
+    with jax.set_mesh(auto_mesh((8,), ("d",))), nx.axis_rules({"b": "d"}):
+        nx.jit(lambda v: v * 2)(nx.wrap(jnp.ones((8, 3)), ["b", "a"]))  # a sharding target
+    before = caches.sizes()
+    assert set(before) == CACHES
+    filled = {n for n, size in before.items() if size}
+    assert filled == CACHES, CACHES - filled
+    nx.clear_caches()
+    assert all(size == 0 for size in caches.sizes().values()), caches.sizes()
+
+
+def test_memory_returns_after_many_name_sets_and_configurations():
+    """10,000 distinct name sets crossing the pytree boundary and 2,000 distinct specs and layouts, then
+    ``nx.clear_caches()``: resident memory ends within 50 MB of where it started."""
+    import jax
+
+    base = jnp.arange(4.0).reshape(2, 2)
+    for i in range(50):  # warm-up: one-time allocations
+        jax.tree.leaves(nx.wrap(base, [f"w{i}", f"v{i}"]))
+    nx.clear_caches()
+    gc.collect()
+    before = resident_mb()
+    for i in range(10_000):
+        jax.tree.leaves(nx.wrap(base, [f"q{i}", f"p{i}"]))
+
+    def specs(x):
+        out = 0.0
+        for i in range(2_000):
+            y = nx.rename(x, {"p": f"p{i}", "q": f"q{i}"})
+            flat = nx.rearrange(y, f"{{p{i}, q{i}}} -> p{i} q{i}").sum()
+            out = out + nx.einsum(f"{{p{i},q{i}}}->", y) + flat
+        return out.unwrap()
+
+    jax.make_jaxpr(specs)(nx.wrap(base, ["p", "q"]))
+    nx.clear_caches()
+    gc.collect()
+    assert resident_mb() - before < 50

@@ -22,12 +22,10 @@ True
 from __future__ import annotations
 
 import contextlib
-import contextvars
 import itertools
 import math
 import os
 import sys
-import types
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -71,10 +69,6 @@ class SerialLoop:
         return f"SerialLoop({self.length})"
 
 
-_LOOPS: contextvars.ContextVar[Mapping[str, int]] = contextvars.ContextVar(
-    "namedarray_loops", default=types.MappingProxyType({}))
-
-
 @contextlib.contextmanager
 def serial_loop(name: str, length: int) -> Iterator[None]:
     """Bring a named loop resource into scope (a context manager, also usable as a decorator).
@@ -90,11 +84,8 @@ def serial_loop(name: str, length: int) -> Iterator[None]:
     if not isinstance(name, str) or not name:
         raise ValueError(f"serial_loop: the loop name must be a non-empty string, got {name!r}")
     SerialLoop(length)  # validates the length
-    token = _LOOPS.set({**_LOOPS.get(), name: length})
-    try:
+    with _env.loop_scope(name, length):  # the loops in scope are part of the one axis environment
         yield
-    finally:
-        _LOOPS.reset(token)
 
 
 def in_scope_loops() -> dict[str, int]:
@@ -105,7 +96,7 @@ def in_scope_loops() -> dict[str, int]:
     ...     in_scope_loops()
     {'outer': 2, 'inner': 4}
     """
-    return dict(_LOOPS.get())
+    return dict(_env.current().loop_resources)
 
 
 # --------------------------------------------------------------------------------------------------------

@@ -50,8 +50,8 @@ import numpy as np
 from jax.sharding import AxisType, NamedSharding, PartitionSpec
 from jax.tree_util import SequenceKey, keystr
 
+from ..core import caches, placement
 from ..core import env as _env
-from ..core import kernels, placement
 from ..core.array import NamedArray, _make, from_storage, is_named, transpose
 from ..core.layout import align
 from ..core.shape import check_name
@@ -343,7 +343,8 @@ def _clear_compiled() -> None:
             f._local_cache.clear()
 
 
-kernels.register_cache(_clear_compiled)
+caches.register("nx.xmap compilations", _clear_compiled,
+                lambda: len(_CACHE) + sum(len(f._local_cache) for f in list(_UNSHARED)))
 
 
 class XMapped:

@@ -25,7 +25,6 @@ too few axes for the names it is an error, otherwise the names silently label ot
 
 from __future__ import annotations
 
-import functools
 import math
 from collections.abc import Mapping
 from typing import Any
@@ -43,7 +42,7 @@ from ..errors import (
     fmt_names,
     not_an_array,
 )
-from . import kernels, orders
+from . import caches, kernels, orders
 from .orders import canonical, order_key
 from .shape import NamedShape, check_names
 
@@ -367,7 +366,7 @@ _ONE, _RAW, _TREE = "one", "raw", "tree"
 # The pytree boundary: canonical storage (nx.canonical_order), whatever order the value holds them in
 
 
-@functools.lru_cache(maxsize=4096)  # derived from the order table: reset with it
+@caches.cache("boundary permutations", 4096)  # derived from the order table: reset with it
 def _canonical_perm(names: tuple[str, ...]) -> tuple[tuple[str, ...], tuple[int, ...]] | None:
     """(canonical names, their positions in ``names``), or None when ``names`` is already canonical."""
     canon = canonical(names)
@@ -431,4 +430,3 @@ optree.register_pytree_node(
 )
 
 orders.on_reset(_canonical_perm.cache_clear)
-kernels.register_cache(_canonical_perm.cache_clear)

@@ -35,7 +35,7 @@ import jax
 from ..errors import AxisNameShadowingError, LoopAxisError, SplitAxisError, UnboundAxisError, fmt_names
 from . import placement
 
-__all__ = ["AxisEnv", "current", "bind", "bind_blocks", "axis_rules", "synced", "EMPTY"]
+__all__ = ["AxisEnv", "current", "bind", "bind_blocks", "loop_scope", "axis_rules", "synced", "EMPTY"]
 
 
 def _frozen(d: Mapping | None) -> tuple:
@@ -54,6 +54,8 @@ class AxisEnv:
     ``rules``: logical axis name -> mesh axes, from ``nx.axis_rules``.
     ``split``: inside ``nx.shard_map``, each name its values hold a block of -> the (manual) mesh axes the
     blocks are spread over; ``sizes`` holds the whole size.
+    ``loop_resources``: the serial loops ``with nx.serial_loop(name, length):`` brought into scope, name ->
+    length, for ``axis_resources`` to refer to.
     """
 
     sizes: Mapping[str, int] = field(default_factory=dict)
@@ -63,12 +65,13 @@ class AxisEnv:
     loops: Mapping[str, int] = field(default_factory=dict)
     rules: Mapping[str, Any] | None = None
     split: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    loop_resources: Mapping[str, int] = field(default_factory=dict)
 
     def __post_init__(self):
         # JAX hashes the environment on every jitted call made inside it (it is part of the cache key)
         object.__setattr__(self, "_hash", hash((
             _frozen(self.sizes), self.local, _frozen(self.resources), id(self.mesh), _frozen(self.loops),
-            _frozen(self.rules), _frozen(self.split))))
+            _frozen(self.rules), _frozen(self.split), _frozen(self.loop_resources))))
 
     def __hash__(self) -> int:
         return self._hash
@@ -79,7 +82,8 @@ class AxisEnv:
             and dict(self.sizes) == dict(other.sizes) and self.local == other.local
             and dict(self.resources) == dict(other.resources) and self.mesh is other.mesh
             and dict(self.loops) == dict(other.loops) and self.rules == other.rules
-            and dict(self.split) == dict(other.split))
+            and dict(self.split) == dict(other.split)
+            and dict(self.loop_resources) == dict(other.loop_resources))
 
     def mapping(self, resources: Mapping[str, tuple[str, ...]] | None = None) -> dict[str, tuple[str, ...]]:
         """Axis name -> the mesh axes values carrying it are laid out over: ``resources`` (normalized) if
@@ -194,6 +198,17 @@ def bind(sizes: Mapping[str, int], *, resources: Mapping[str, tuple] | None = No
     return _install(dataclasses.replace(
         env, sizes={**env.sizes, **sizes}, local=frozenset(sizes), mesh=env.mesh if mesh is None else mesh,
         resources={**env.resources, **(resources or {})}, loops={**env.loops, **(loops or {})}))
+
+
+def loop_scope(name: str, length: int) -> contextlib.AbstractContextManager[AxisEnv]:
+    """Bring serial loop ``name`` of ``length`` chunks into scope (``with nx.serial_loop(name, length):``).
+
+    >>> with loop_scope("outer_doc", 2), loop_scope("inner_doc", 4):
+    ...     dict(current().loop_resources)
+    {'outer_doc': 2, 'inner_doc': 4}
+    """
+    env = _VAR.get()
+    return _install(dataclasses.replace(env, loop_resources={**env.loop_resources, name: length}))
 
 
 def bind_blocks(sizes: Mapping[str, int], split: Mapping[str, tuple[str, ...]], mesh: Any,

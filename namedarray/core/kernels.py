@@ -43,7 +43,9 @@ import jax.numpy as jnp
 import jax.scipy.special
 import numpy as np
 
-__all__ = ["MAX_KERNELS", "Static", "kernel_for", "clear_caches", "register_cache", "stats"]
+from . import caches
+
+__all__ = ["MAX_KERNELS", "Static", "kernel_for", "stats", "size", "resize"]
 
 #: The most eager kernels kept at once (least recently used first out). Each holds a compiled executable
 #: per operand signature it has seen (about 1.4 MB on CPU, as a ``jax.jit`` executable does), so this bounds
@@ -53,14 +55,24 @@ MAX_KERNELS = 256
 
 
 class _Stats:
-    """Counters the tests read to check the mechanism (one dispatch per eager op), not timings."""
+    """Counters the tests read to check the mechanism (one dispatch per eager op), not timings.
+
+    Threads that run eager ops at once count under one lock, so no increment is lost.
+    """
 
     def __init__(self):
         self.kernels_built = 0
         self.eager_calls = 0
+        self._lock = threading.Lock()
+
+    def count(self, eager_calls: int = 0, kernels_built: int = 0) -> None:
+        with self._lock:
+            self.eager_calls += eager_calls
+            self.kernels_built += kernels_built
 
     def reset(self) -> None:
-        self.__init__()
+        with self._lock:
+            self.kernels_built = self.eager_calls = 0
 
 
 stats = _Stats()
@@ -486,7 +498,7 @@ def kernel_for(impl: Callable, static: Any, layout: tuple, env: Any, make: Calla
     if kernel is None:
         kernel = Kernel(impl, static, layout, make, unpack)
         _table.put(key, kernel, kernel.weak_refs, _raw_key(impl, static, layout, env))
-        stats.kernels_built += 1
+        stats.count(kernels_built=1)
     return kernel
 
 
@@ -496,27 +508,23 @@ def forget_failed(kernel: Kernel) -> None:
         _table.drop(kernel.key, kernel)
 
 
-_CLEARERS: list[Callable[[], None]] = [_table.clear]
-
-
-def register_cache(clear: Callable[[], None]) -> None:
-    """Have :func:`clear_caches` also call ``clear`` (modules above this one register their caches)."""
-    _CLEARERS.append(clear)
-
-
-def clear_caches() -> None:
-    """Forget every compiled nx kernel and cached ``nx.xmap`` compilation (``nx.clear_caches()``).
-
-    Results never depend on the caches; this only frees memory (jax's own caches of functions that are
-    gone go with them).
-
-    >>> import namedarray as nx
-    >>> nx.clear_caches()
-    """
-    for clear in _CLEARERS:
-        clear()
+caches.register("eager kernels", _table.clear, _table.__len__)
 
 
 def size() -> int:
     """The number of eager kernels held now."""
     return len(_table)
+
+
+def resize(max_kernels: int) -> int:
+    """Hold at most ``max_kernels`` eager kernels from now on (the least recently used go first); returns
+    the bound it replaces. For memory budgets, and for tests that need a small table.
+
+    >>> old = resize(64); resize(old)
+    64
+    """
+    global MAX_KERNELS
+    with _table.lock:
+        old, MAX_KERNELS = _table.size, max_kernels
+        _table.size = max_kernels
+    return old

@@ -34,8 +34,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ..core import caches, kernels, placement
 from ..core import env as _env
-from ..core import kernels, placement
 from ..core.array import _ONE, NamedArray, _make, from_storage, is_named, pack, unpack
 from ..core.layout import align, join, named_sizes, pos_ndim, union
 from ..core.shape import join_sizes
@@ -92,7 +92,7 @@ def run(impl: Callable, static: Any, operands: tuple) -> Any:
                                 _make, unpack)
     if kernel is None:  # unhashable static configuration: run op by op rather than fail
         return impl(static, *operands)
-    stats.eager_calls += 1
+    stats.count(eager_calls=1)
     try:
         out = kernel.jitted(*datas)
     except BaseException:
@@ -125,7 +125,7 @@ def install_created_check(check: Callable[[Any, Any], None]) -> None:
         _created_checks.append(check)
 
 
-clear_cache = kernels.clear_caches
+clear_cache = caches.clear_caches
 
 
 # --------------------------------------------------------------------------------------------------------

@@ -39,6 +39,7 @@ from typing import Any
 
 import numpy as np
 
+from ..core import caches
 from ..core import env as _env
 from ..core.array import NamedArray
 from ..errors import AxisSpecError, NamedAxisError, PositionalAxisError, fmt_names
@@ -249,8 +250,9 @@ def rest_of(jax_module: types.ModuleType, namespace: Mapping[str, Any],
     >>> getattr_("relu") is getattr_("relu"), "relu" in dir_()
     (True, True)
     """
-    lifted: dict[str, Callable] = {}
+    lifted: dict[str, Callable] = {}  # at most one per function of jax_module
     module_name = namespace.get("__name__", "namedarray")
+    caches.register(f"lifted functions of {jax_module.__name__}", lifted.clear, lifted.__len__)
     short = module_name.rsplit(".", 1)[-1]
 
     def __getattr__(name: str) -> Any:

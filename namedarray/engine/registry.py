@@ -25,6 +25,8 @@ import importlib
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from ..core import caches
+
 __all__ = ["implements", "declare_default", "declare_fallback", "named", "is_jax_function", "declared"]
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -105,6 +107,14 @@ def declared() -> dict[str, Any]:
 
 
 _INDEX: dict[int, tuple[str, str, Any]] | None = None
+
+
+def _forget_index() -> None:
+    global _INDEX
+    _INDEX = None
+
+
+caches.register("jax function index", _forget_index, lambda: len(_INDEX or ()))
 
 
 def _jax_index() -> dict[int, tuple[str, str, Any]]:

@@ -14,7 +14,6 @@ contraction path; eagerly the whole operation is one cached kernel.
 
 from __future__ import annotations
 
-import functools
 from typing import Any, NamedTuple
 
 import jax
@@ -22,8 +21,8 @@ import jax.numpy as jnp
 import numpy as np
 import opt_einsum
 
+from ..core import caches, placement
 from ..core import env as _env
-from ..core import placement
 from ..core.array import NamedArray, _make
 from ..core.shape import join_sizes
 from ..engine import dispatch as engine
@@ -57,7 +56,7 @@ def _err(spec: str, msg: str) -> EinsumSpecError:
     return EinsumSpecError(f"nx.einsum({spec!r}): {msg}")
 
 
-@functools.lru_cache(maxsize=512)
+@caches.cache("einsum specs", 512)
 def parse(spec: str) -> Spec:
     """Parse ``spec`` into its terms, or raise :class:`EinsumSpecError` saying what is wrong and where."""
     terms: list[Term] = []
@@ -164,7 +163,7 @@ def _labels(i: int) -> str:
     return opt_einsum.get_symbol(i)
 
 
-@functools.lru_cache(maxsize=2048)
+@caches.cache("einsum plans", 2048)
 def plan(spec: str, layouts: tuple[tuple[tuple[int, ...], tuple[str, ...] | None], ...]) -> Plan:
     """Plan ``spec`` for operands with the given storage ``(shape, names)`` (names ``None``: plain array)."""
     p = parse(spec)

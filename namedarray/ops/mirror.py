@@ -69,7 +69,7 @@ REDUCTIONS = {
     **{n: True for n in "quantile percentile nanquantile nanpercentile".split()},
     **{n: False for n in "argmax argmin nanargmax nanargmin".split()},
 }
-_TAKES_Q = {"quantile", "percentile", "nanquantile", "nanpercentile"}
+TAKES_Q = {"quantile", "percentile", "nanquantile", "nanpercentile"}
 
 ALONG = """
 cumsum cumprod nancumsum nancumprod cumulative_sum cumulative_prod sort argsort flip roll diff partition
@@ -145,7 +145,7 @@ def _is_array(v) -> bool:
 
 def _reduction(fn: Callable, name: str, multi: bool) -> Callable:
     where = f"nx.{name}"
-    takes_q = name in _TAKES_Q
+    takes_q = name in TAKES_Q
     fast = multi and not takes_q
 
     @functools.wraps(fn)

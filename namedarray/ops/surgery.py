@@ -20,7 +20,6 @@ merge or split of adjacent axes is a reshape that moves no data.
 
 from __future__ import annotations
 
-import functools
 import math
 from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
@@ -29,6 +28,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ..core import caches
 from ..core import env as _env
 from ..core.array import NamedArray, _make, transpose
 from ..core.layout import pos_ndim
@@ -462,7 +462,7 @@ def _parse_side(text: str, spec: str) -> _Side:
     return _Side(tuple(positional), tuple(named))
 
 
-@functools.lru_cache(maxsize=512)
+@caches.cache("rearrange specs", 512)
 def _parse(spec: str) -> tuple[_Side, _Side]:
     if not isinstance(spec, str):
         raise AxisSpecError(f"nx.rearrange: the spec must be a string like '{{a, b}} -> a b', got {spec!r}")

@@ -38,8 +38,8 @@ import numpy as np
 from jax.sharding import NamedSharding, PartitionSpec
 from jax.tree_util import keystr
 
+from ..core import caches, placement
 from ..core import env as _env
-from ..core import placement
 from ..core.array import NamedArray, _make, canonical_storage, is_named
 from ..core.layout import named_sizes
 from ..core.orders import canonical
@@ -389,15 +389,13 @@ def _target(names, shape, ndim, mapping, mesh, where, v) -> NamedSharding:
     got = _TARGETS.get(key)
     if got is None:
         got = NamedSharding(mesh, _spec(v, names, ndim, mapping, mesh, where))
-        if len(_TARGETS) > 4096:  # a long session meeting many shapes: start over rather than grow
-            _TARGETS.clear()
-        _TARGETS[key] = got
+        _TARGETS.put(key, got)
     return got
 
 
 # (names, shape, mesh, the mapping of those names) -> the checked NamedSharding: what a training loop asks for
 # on every step, built once
-_TARGETS: dict[tuple, NamedSharding] = {}
+_TARGETS: caches.LRU[tuple, NamedSharding] = caches.LRU("sharding targets", 4096)
 
 
 # --------------------------------------------------------------------------------------------------------

@@ -42,6 +42,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.tree_util import keystr
 
+from ..core import caches
 from ..core.array import NamedArray, _make, as_storage, is_named
 from ..core.layout import align, named_sizes, pos_ndim
 from ..core.shape import join_sizes
@@ -91,6 +92,7 @@ def _unnamed(v: Any, where: str, what: str) -> Any:
 # function is kept per (user function, what else it depends on) while the user's function lives.
 
 _BUILT: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+caches.register("functions built around user functions", _BUILT.clear, lambda: len(_BUILT))
 
 
 def built_around(f: Callable, key: Hashable | None, make: Callable[[Callable[[], Callable]], Callable]
