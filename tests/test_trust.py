@@ -57,6 +57,7 @@ def test_a_job_agrees_on_orders_whatever_each_process_flattened_first(tmp_path):
         np.testing.assert_allclose(got["weighted"], np.einsum("abc,a->bc", q, np.arange(8.0)))
         np.testing.assert_allclose(got["einsum"], np.einsum("abc,ac->b", q, q.sum(1)))
         np.testing.assert_allclose(got["from_process_local"], np.concatenate(blocks))
+        np.testing.assert_allclose(got["before_the_job"], np.concatenate(blocks))  # an order given pre-job
 
 
 @pytest.fixture(scope="module")
@@ -186,6 +187,26 @@ def test_the_order_table_is_bounded_and_never_changes_an_order(monkeypatch):
         assert leaf.shape == (3, 2) and orders.size() == 2 and nx.canonical_order(["a3", "b3"]) is None
         assert jax.tree.structure(late) == jax.tree.structure(nx.wrap(jnp.zeros((3, 2)), ["a3", "b3"]))
         assert nx.canonical_order(["a1", "b1"]) == ("b1", "a1")
+
+
+def test_storage_assigned_after_a_flatten_is_what_flattens_next():
+    x = nx.wrap(jnp.arange(6.0).reshape(3, 2), ["b", "a"])
+    with fresh_canonical_orders():
+        nx.fix_canonical_order(["a", "b"])
+        jax.tree.leaves(x)  # keeps a transposed copy of this storage
+        x.data = x.data * 0
+        assert float(jax.jit(lambda v: v.unwrap(["a", "b"]).sum())(x)) == 0.0
+
+
+def test_a_fixed_order_is_kept_past_the_bound(monkeypatch):
+    with fresh_canonical_orders():
+        monkeypatch.setattr(orders, "MAX_ORDERS", 0)
+        nx.fix_canonical_order(["fb", "fa"])
+        assert nx.canonical_order(["fa", "fb"]) == ("fb", "fa")
+        with pytest.raises(AxisSpecError, match=r"\('fb', 'fa'\), not \('fa', 'fb'\)"):
+            nx.fix_canonical_order(["fa", "fb"])
+        [leaf] = jax.tree.leaves(nx.wrap(jnp.zeros((2, 3)), ["fa", "fb"]))
+        assert leaf.shape == (3, 2)
 
 
 def test_reset_canonical_orders_starts_afresh_and_values_keep_their_meaning():

@@ -34,6 +34,10 @@ def _first_flattens(orders):
 
 def job(out_dir: str, pid: int, nproc: int, port: int) -> dict:
     jax.config.update("jax_num_cpu_devices", 4)
+    if pid == 1:  # an order given before the job starts (an abstract value flattened at start-up)
+        import namedarray as nx
+
+        jax.tree.leaves(nx.wrap(jax.ShapeDtypeStruct((4, 8), "float32"), ["n", "m"]))
     jax.distributed.initialize(coordinator_address=f"127.0.0.1:{port}", num_processes=nproc, process_id=pid,
                                initialization_timeout=40)
     import jax.numpy as jnp
@@ -67,7 +71,11 @@ def job(out_dir: str, pid: int, nproc: int, port: int) -> dict:
                  else nx.wrap(jnp.asarray(block.T), ["q", "p"]))
         g = nx.from_process_local(local, {"p": "data"})
         out["from_process_local"] = fetch(nx.jit(lambda v: v * 1.0)(g).unwrap(["p", "q"])).tolist()
-    out["orders"] = {"abc": nx.canonical_order(["a", "b", "c"]), "pq": nx.canonical_order(["p", "q"])}
+        mn = nx.from_process_local(nx.wrap(jnp.asarray(block), ["m", "n"]), {"m": "data"})
+        out["before_the_job"] = fetch(nx.jit(lambda v: v + 0.0, resources={"n": "data"})(mn)
+                                      .unwrap(["m", "n"])).tolist()
+    out["orders"] = {"abc": nx.canonical_order(["a", "b", "c"]), "pq": nx.canonical_order(["p", "q"]),
+                     "mn": nx.canonical_order(["m", "n"])}
     multihost_utils.sync_global_devices("done")
     jax.distributed.shutdown()
     return out

@@ -390,16 +390,17 @@ def canonical_storage(x: NamedArray) -> tuple[Any, tuple[str, ...]]:
         return x.data, names
     canon, order = plan
     flat = x._flat
-    # kept from an earlier flatten: unless it was donated to a jitted call, or the orders were reset since
-    if flat is not None and flat[1] == canon and not flat[0].is_deleted():
-        return flat
+    # kept from an earlier flatten of this very storage: unless it was donated to a jitted call, or the
+    # orders were reset since
+    if flat is not None and flat[2] is x.data and flat[1] == canon and not flat[0].is_deleted():
+        return flat[:2]
     d = x.data
     if not hasattr(d, "ndim"):  # JAX unflattens placeholders (object(), None) and flattens them again
         return d, canon
     p = d.ndim - len(names)
     out = (transpose(d, tuple(range(p)) + tuple(p + i for i in order)), canon)
     if not isinstance(out[0], jax.core.Tracer):  # a tracer (flattened inside a trace) must not outlive it
-        x._flat = out
+        x._flat = (*out, d)
     return out
 
 

@@ -17,18 +17,20 @@ This module holds that order, and the rule for it is:
   adopts it, whatever it flattened first itself. So a global array assembled from several processes
   (``nx.jit`` results, ``nx.from_process_local``, ``.shard()``) means the same on every process. The
   question costs one round trip the first time this process meets a set, never on later flattens, and no
-  process waits for another to reach any point of the program.
+  process waits for another to reach any point of the program. Orders a process gave before it joined the
+  job (``nx.fix_canonical_order`` at import, abstract values flattened at start-up) are agreed the first
+  time it asks in the job (:func:`sync_with_job`).
 * *Travels*: what leaves the job does not rely on this table. A flattened NamedArray's key path names its
   order (``.data[embed,mlp]``), so a checkpoint keyed by path (orbax) records the order of every leaf and
   refuses a target whose order differs, and ``nx.restore_checkpoint`` restores by name; a pickle holds the
   value's names and its own storage; safetensors files hold the names (``nx.save_safetensors``).
 
 The table only grows while a program runs: an order given out is part of the meaning of every treedef and
-flattened leaf list made since, so it never changes under them. It holds at most :data:`MAX_ORDERS` sets;
-a set met after that flattens in sorted order (in a job, in the job's order), which every later flatten of it
-repeats, so no order ever changes. ``nx.reset_canonical_orders()`` forgets the table for a fresh start (test
-set-up): values keep their meaning (they hold their names), but a treedef or leaf list kept from before
-must not be combined with one made after. ``nx.fix_canonical_order`` gives sets an order before anything
+flattened leaf list made since, so it never changes under them. It holds at most :data:`MAX_ORDERS` sets
+besides the ones the program fixes; a set met after that flattens in sorted order (in a job, in the job's
+order), which every later flatten of it repeats, so no order ever changes. ``nx.reset_canonical_orders()``
+forgets the table for a fresh start (test set-up): values keep their meaning (they hold their names), but a
+treedef or leaf list kept from before must not be combined with one made after. ``nx.fix_canonical_order`` gives sets an order before anything
 flattens them.
 
 >>> import namedarray as nx, jax, jax.numpy as jnp
@@ -47,7 +49,7 @@ from ..errors import AxisSpecError, NamedAxisError
 from .shape import check_names
 
 __all__ = ["MAX_ORDERS", "canonical", "canonical_order", "fix_canonical_order", "reset_canonical_orders",
-           "order_key", "parse_order_key", "size"]
+           "sync_with_job", "order_key", "parse_order_key", "size"]
 
 MAX_ORDERS = 65_536
 
@@ -56,6 +58,9 @@ _ORDERS: dict[frozenset, tuple[str, ...]] = {}
 _LOCK = threading.Lock()
 # callbacks run by reset_canonical_orders (modules above keep caches derived from the table)
 _ON_RESET: list = []
+# the sets nx.fix_canonical_order gave, and the job client the table was last agreed with
+_FIXED: set[frozenset] = set()
+_SYNCED: object | None = None
 
 
 def canonical(names: Iterable[str]) -> tuple[str, ...]:
@@ -71,6 +76,7 @@ def canonical(names: Iterable[str]) -> tuple[str, ...]:
 
 def _first(names: tuple[str, ...]) -> tuple[str, ...]:
     key = frozenset(names)
+    sync_with_job()
     with _LOCK:
         order = _ORDERS.get(key)
         if order is not None:
@@ -111,6 +117,7 @@ def fix_canonical_order(*orders: Iterable[str]) -> None:
     ('batch_doc2', 'seq_doc2')
     """
     where = "nx.fix_canonical_order"
+    sync_with_job()
     for order in orders:
         order = _name_set(order, where)
         key = frozenset(order)
@@ -118,8 +125,8 @@ def fix_canonical_order(*orders: Iterable[str]) -> None:
             got = _ORDERS.get(key)
             if got is None:
                 got = _job_order(order, fixing=True)
-                if len(_ORDERS) < MAX_ORDERS:
-                    _ORDERS[key] = got
+                _ORDERS[key] = got  # a set the program names: recorded even past MAX_ORDERS
+                _FIXED.add(key)
         if got != order:
             raise AxisSpecError(
                 f"{where}: the names {sorted(order)} already flatten in the order {got}, not {order}: fix it "
@@ -137,8 +144,11 @@ def reset_canonical_orders() -> None:
     >>> import namedarray as nx
     >>> nx.reset_canonical_orders()
     """
+    global _SYNCED
     with _LOCK:
         _ORDERS.clear()
+        _FIXED.clear()
+        _SYNCED = None
     for clear in _ON_RESET:
         clear()
 
@@ -177,6 +187,42 @@ def _job_client():
 
 
 _TIMEOUT_MS = 60_000
+
+
+def sync_with_job() -> None:
+    """Agree with the job on the orders this process gave before it joined one (``jax.distributed``).
+
+    A process can give orders before ``jax.distributed.initialize``: ``nx.fix_canonical_order`` at import
+    time, or a flatten of abstract values (``jax.eval_shape``). The first time this process asks in a job
+    (a new set flattens, ``nx.jit``, ``nx.shard``, ``nx.from_process_local``), it publishes those orders and
+    adopts the job's where another process published first; nothing concrete can have flattened before the
+    job started, so no value was laid out in the order it gives up. A *fixed* order the job holds otherwise
+    is an :class:`~namedarray.errors.AxisSpecError` naming both orders.
+    """
+    global _SYNCED
+    client = _job_client()
+    if client is None or client is _SYNCED:
+        return
+    changed = False
+    with _LOCK:
+        if client is _SYNCED:
+            return
+        for key in sorted(_ORDERS, key=sorted):  # every process publishes in the same order
+            order = _ORDERS[key]
+            got = _job_order(order, fixing=key in _FIXED)
+            if got == order:
+                continue
+            if key in _FIXED:
+                raise AxisSpecError(
+                    f"nx.fix_canonical_order: this process fixed the names {sorted(order)} to the order "
+                    f"{order} before joining the job, and another process of the job uses {got}")
+            _ORDERS[key] = got
+            changed = True
+        _SYNCED = client
+    if changed:
+        for clear in _ON_RESET:
+            clear()
+
 
 
 def _job_order(order: tuple[str, ...], fixing: bool) -> tuple[str, ...]:

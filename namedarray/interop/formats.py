@@ -29,7 +29,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..core.array import NamedArray, _make, is_named
-from ..core.orders import canonical, order_key, parse_order_key
+from ..core.orders import canonical, order_key, parse_order_key, sync_with_job
 from ..core.shape import check_names
 from ..errors import AxisSpecError, PositionalMisuseError, fmt_names
 
@@ -183,7 +183,7 @@ def _raw_tensor(path: str, key: str) -> np.ndarray:
 # Orbax: restoring by name
 
 
-def restore_checkpoint(checkpointer: Any, path: Any, target: Any) -> Any:
+def restore_checkpoint(checkpointer: Any, path: Any, target: Any, **restore_kwargs: Any) -> Any:
     """Restore a checkpoint into ``target``'s structure, names and shardings, matching axes by name.
 
     ``checkpointer`` is an orbax ``StandardCheckpointer`` (anything with ``metadata(path)`` and
@@ -193,6 +193,7 @@ def restore_checkpoint(checkpointer: Any, path: Any, target: Any) -> Any:
     comes back with its names, so a program whose boundary orders differ from the saving program's gets the
     right values, where ``checkpointer.restore(path, target)`` refuses the mismatched paths. Saved names that
     differ from the target's (a renamed axis) are an :class:`~namedarray.errors.AxisSpecError` naming both.
+    ``restore_kwargs`` go to ``checkpointer.restore`` (e.g. orbax's ``partial_restore=True``).
 
     >>> import namedarray as nx, jax.numpy as jnp, orbax.checkpoint as ocp, tempfile, os
     >>> path = os.path.join(tempfile.mkdtemp(), "ckpt")
@@ -204,6 +205,7 @@ def restore_checkpoint(checkpointer: Any, path: Any, target: Any) -> Any:
     [[0.0, 1.0, 2.0], [3.0, 4.0, 5.0]]
     """
     where = "nx.restore_checkpoint"
+    sync_with_job()
     meta = checkpointer.metadata(path)
     meta = getattr(meta, "item_metadata", meta)
     meta = getattr(meta, "tree", meta)
@@ -244,7 +246,8 @@ def restore_checkpoint(checkpointer: Any, path: Any, target: Any) -> Any:
             order = names
         request.append({key: _abstract(v, order)})
         plans.append((key, order))
-    restored = tree.flatten_up_to(checkpointer.restore(path, jax.tree_util.tree_unflatten(tree, request)))
+    request = jax.tree_util.tree_unflatten(tree, request)
+    restored = tree.flatten_up_to(checkpointer.restore(path, request, **restore_kwargs))
     out = [r if plan is None else _make(r[plan[0]], plan[1]) for r, plan in zip(restored, plans)]
     return jax.tree_util.tree_unflatten(tree, out)
 

@@ -42,7 +42,7 @@ from ..core import caches, placement
 from ..core import env as _env
 from ..core.array import NamedArray, _make, canonical_storage, is_named
 from ..core.layout import named_sizes
-from ..core.orders import canonical
+from ..core.orders import canonical, sync_with_job
 from ..errors import DivisibilityError, MissingResourceError
 
 __all__ = ["shard", "sharding", "jit", "Jitted", "from_process_local", "active_mapping"]
@@ -128,6 +128,7 @@ def shard(tree: T, resources: Mapping[str, Any] | None = None, *, mesh: Any = No
     >>> nx.shard(params, {"mlp": "data"}, mesh=mesh)["w"].sharding.spec
     P(None, 'data')
     """
+    sync_with_job()
     mapping = active_mapping(resources, "nx.shard")
     m = _mesh(mesh)
     if is_named(tree):
@@ -249,6 +250,7 @@ class Jitted:
         return _lay_out(out, mapping, mesh, "output", canonical_order=True)
 
     def _placed(self, args: tuple, kwargs: dict, abstract: bool) -> tuple[tuple, dict]:
+        sync_with_job()  # global arrays are built here: the job's processes must lay names out alike
         mesh = _mesh(None)
         if mesh is None or isinstance(mesh, jax.sharding.AbstractMesh):
             return args, kwargs
@@ -419,6 +421,7 @@ def from_process_local(x_local: NamedArray, resources: Mapping[str, Any] | None 
     ({'batch': 4}, P(None, 'data'))
     """
     where = "nx.from_process_local"
+    sync_with_job()
     if not is_named(x_local):
         raise TypeError(f"{where}: x_local must be a NamedArray (this process's block, with its axis names), "
                         f"got {type(x_local).__name__}")
