@@ -30,8 +30,8 @@ flattened leaf list made since, so it never changes under them. It holds at most
 besides the ones the program fixes; a set met after that flattens in sorted order (in a job, in the job's
 order), which every later flatten of it repeats, so no order ever changes. ``nx.reset_canonical_orders()``
 forgets the table for a fresh start (test set-up): values keep their meaning (they hold their names), but a
-treedef or leaf list kept from before must not be combined with one made after. ``nx.fix_canonical_order`` gives sets an order before anything
-flattens them.
+treedef or leaf list kept from before must not be combined with one made after.
+``nx.fix_canonical_order`` gives sets an order before anything flattens them.
 
 >>> import namedarray as nx, jax, jax.numpy as jnp
 >>> _ = jax.tree.leaves(nx.wrap(jnp.zeros((2, 3)), ["seq_o", "batch_o"]))
