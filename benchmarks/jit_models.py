@@ -126,9 +126,49 @@ def model_rows(name, models, quick):
     ]
 
 
+# ---- the trace path: value_and_grad of an unscanned residual MLP ------------------------------------------
+
+
+def residual_trace_rows(quick: bool) -> list[list[str]]:
+    """``jax.make_jaxpr(jax.value_and_grad(loss))`` of a residual MLP with 2 and 32 unscanned layers, named
+    vs positional: what the engine's Python costs on the path every traced op takes."""
+    rng = np.random.default_rng(0)
+    d, h, b = 64, 128, 32
+    rows = []
+    for layers in (2, 32):
+        pj = [{"w1": _rand(rng, d, h, scale=d ** -0.5), "b1": _rand(rng, h),
+               "w2": _rand(rng, h, d, scale=h ** -0.5)} for _ in range(layers)]
+        pn = [{"w1": nx.wrap(p["w1"], ["embed", "hidden"]), "b1": nx.wrap(p["b1"], ["hidden"]),
+               "w2": nx.wrap(p["w2"], ["hidden", "embed"])} for p in pj]
+        x = _rand(rng, b, d)
+        xn = nx.wrap(x, ["batch", "embed"])
+
+        def loss_jnp(ps, x):
+            for p in ps:
+                x = x + jax.nn.relu(x @ p["w1"] + p["b1"]) @ p["w2"]
+            return jnp.mean(x ** 2)
+
+        def loss_nx(ps, x):
+            for p in ps:
+                x = x + nx.dot(nx.nn.relu(nx.dot(x, p["w1"], "embed") + p["b1"]), p["w2"], "hidden")
+            return nx.mean(x ** 2, ("batch", "embed")).unwrap()
+
+        # a fresh function object per trace: jax caches traces by function identity
+        def trace(loss, *args):
+            return jax.make_jaxpr(jax.value_and_grad(lambda *a: loss(*a)))(*args)
+
+        t = compare({"nx": lambda pn=pn, xn=xn: trace(loss_nx, pn, xn),
+                     "jnp": lambda pj=pj, x=x: trace(loss_jnp, pj, x)},
+                    reps=3 if quick else (10 if layers > 2 else 30), warmup=1 if quick else 2)
+        rows.append([f"residual MLP, {layers} unscanned layers", "trace time of value_and_grad (make_jaxpr)",
+                     f"{t['nx'] / 1e3:.1f} ms", f"{t['jnp'] / 1e3:.1f} ms", f"{t['nx'] / t['jnp']:.2f}x"])
+    return rows
+
+
 def main(quick: bool = False) -> str:
     rows = (model_rows("2-layer MLP", mlp_models(), quick)
-            + model_rows("transformer block", block_models(), quick))
+            + model_rows("transformer block", block_models(), quick)
+            + residual_trace_rows(quick))
     return ("## Under jit (1 device)\n\n"
             + table(["model", "measure", "nx", "jnp", "nx vs jnp"], rows)
             + "\n\nCompiled instructions are the work instructions of the optimised HLO (fusions count once; "
