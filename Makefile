@@ -26,6 +26,7 @@ bench: $(STAMP)
 
 lint: $(STAMP)
 	$(PY) -m ruff check namedarray tests benchmarks examples
+	$(VENV)/bin/lint-imports
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis
