@@ -92,7 +92,7 @@ def run(impl: Callable, static: Any, operands: tuple) -> Any:
                                 _make, unpack)
     if kernel is None:  # unhashable static configuration: run op by op rather than fail
         return impl(static, *operands)
-    stats.count(eager_calls=1)
+    next(stats.eager)
     try:
         out = kernel.jitted(*datas)
     except BaseException:
