@@ -134,7 +134,7 @@ def test_clear_caches_empties_the_table():
 CACHES = {"boundary permutations", "eager kernels", "einsum plans", "einsum specs",
           "functions built around user functions", "jax function index", "lifted functions of jax.lax",
           "lifted functions of jax.nn", "lifted functions of jax.random", "nx.xmap compilations",
-          "rearrange specs", "sharding targets"}
+          "rearrange specs", "sharding targets", "traced contractions"}
 
 
 def test_clear_caches_empties_every_cache_the_library_owns():
@@ -143,8 +143,10 @@ def test_clear_caches_empties_every_cache_the_library_owns():
 
     from namedarray.core import caches
 
+    nx.clear_caches()  # whatever earlier tests left: each cache below is filled by this test
     x = nx.wrap(jnp.arange(6.0).reshape(2, 3), ["b", "a"])
     nx.fix_canonical_order(["a", "b"])
+    jax.make_jaxpr(lambda v: nx.dot(v, v, "a"))(x)  # a traced contraction
     jax.tree.leaves(x)  # a boundary permutation
     nx.einsum("{a,b},{b}->{a}", x, nx.wrap(jnp.ones(2), ["b"]))  # a spec, a plan, an eager kernel
     nx.rearrange(x, "{a, b} -> a b")

@@ -27,6 +27,7 @@ cached kernel (see :mod:`namedarray.engine.dispatch`), so a named dot costs what
 
 from __future__ import annotations
 
+import functools
 import operator
 from collections.abc import Collection, Hashable, Sequence
 from typing import Any
@@ -36,8 +37,8 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
+from ..core import caches, placement
 from ..core import env as _env
-from ..core import placement
 from ..core.array import NamedArray, _make
 from ..core.shape import duplicates
 from ..core.wrapping import to_storage, wrap
@@ -91,14 +92,29 @@ def _dot_labels(a, a_labels: Sequence[Hashable], b, b_labels: Sequence[Hashable]
     out_sharding = placement.contraction_sharding(
         (a, b), (a_labels, b_labels), got, {l: l[1] for l in got if type(l) is tuple and l[0] == "n"},
         _env.current().mapping())
-    out = lax.dot_general(a, b, dims, precision=precision, preferred_element_type=out_type,
-                          out_sharding=out_sharding)
     pos_set = set(out_pos)
     named = [l for l in got if l not in pos_set]
     perm = tuple(got.index(l) for l in out_pos) + tuple(got.index(l) for l in named)
+    if isinstance(a, jax.core.Tracer) or isinstance(b, jax.core.Tracer):
+        out = _contraction(dims, precision, out_type, out_sharding, perm)(a, b)
+    else:
+        out = _contract(a, b, dims, precision, out_type, out_sharding, perm)
+    return sum_blocks(out, summed), named
+
+
+def _contract(a, b, dims, precision, out_type, out_sharding, perm):
+    out = lax.dot_general(a, b, dims, precision=precision, preferred_element_type=out_type,
+                          out_sharding=out_sharding)
     if perm != tuple(range(len(perm))):
         out = lax.transpose(out, perm)
-    return sum_blocks(out, summed), named
+    return out
+
+
+@caches.cache("traced contractions", 1024)
+def _contraction(dims, precision, out_type, out_sharding, perm):
+    # an inline jit: JAX caches its trace and its linearization per signature, as it does jnp.matmul's
+    return jax.jit(functools.partial(_contract, dims=dims, precision=precision, out_type=out_type,
+                                     out_sharding=out_sharding, perm=perm), inline=True)
 
 
 def sum_blocks(out: Any, summed: Sequence[str]) -> Any:
