@@ -40,7 +40,7 @@ import numpy as np
 
 from .core.array import NamedArray, from_storage
 from .core.shape import join_sizes
-from .core.wrapping import untag, wrap
+from .core.wrapping import name_to_position, wrap
 from .engine import dispatch as engine
 from .engine.lifting import rest_of
 from .engine.nmap import nmap
@@ -346,7 +346,7 @@ def _categorical_impl(static, k, logits):
         if axis not in logits.names:
             raise AxisSpecError(f"{where}: the logits do not carry axis {axis!r} (they have "
                                 f"{fmt_names(logits.names) or 'no names'})")
-        logits = untag(logits, axis, where=where)
+        logits = name_to_position(logits, axis, where=where)
         a = logits.ndim - 1
     else:
         a = _positional_axis(axis, logits, where)

@@ -1,4 +1,5 @@
-"""Moving axes between positions and names: ``wrap``, ``unwrap``, ``rename``, ``tag`` and ``untag``.
+"""Moving axes between positions and names: ``wrap``, ``unwrap``, ``rename``, and one axis at a time
+(``position_to_name``, ``name_to_position``).
 
 ``wrap``/``unwrap`` take xmap's axis specifications (:mod:`namedarray.core.specs`); ``unwrap`` uses
 ``out_axes``
@@ -35,7 +36,7 @@ from .layout import align, named_sizes
 from .shape import check_name, duplicates
 from .specs import AxisSpec, parse
 
-__all__ = ["wrap", "unwrap", "rename", "tag", "untag"]
+__all__ = ["wrap", "unwrap", "rename", "position_to_name", "name_to_position"]
 
 
 def wrap(array: Any, axes: Any = None, *, where: str = "nx.wrap") -> NamedArray:
@@ -207,12 +208,13 @@ def rename(x: NamedArray, mapping: Mapping[str, str], where: str = "rename") -> 
     return from_storage(x.data, new_names, where)
 
 
-def untag(x: NamedArray, name: str, position: int | None = None, where: str = "untag") -> NamedArray:
+def name_to_position(x: NamedArray, name: str, position: int | None = None,
+                     where: str = "untag") -> NamedArray:
     """Turn named axis ``name`` into a positional axis at ``position`` (default: last positional).
 
     >>> import namedarray as nx, jax.numpy as jnp
-    >>> from namedarray.core.wrapping import untag
-    >>> y = untag(nx.wrap(jnp.zeros((2, 3, 4)), {0: "a", 2: "b"}), "b", 0)
+    >>> from namedarray.core.wrapping import name_to_position
+    >>> y = name_to_position(nx.wrap(jnp.zeros((2, 3, 4)), {0: "a", 2: "b"}), "b", 0)
     >>> y.shape, y.named_shape
     ((4, 3), {'a': 2})
     """
@@ -228,12 +230,12 @@ def untag(x: NamedArray, name: str, position: int | None = None, where: str = "u
     return _make(transpose(d, tuple(order)), tuple(n for n in x.names if n != name))
 
 
-def tag(x: NamedArray, position: int, name: str, where: str = "tag") -> NamedArray:
+def position_to_name(x: NamedArray, position: int, name: str, where: str = "tag") -> NamedArray:
     """Turn positional axis ``position`` into a named axis ``name`` (``nx.wrap`` of one axis).
 
     >>> import namedarray as nx, jax.numpy as jnp
-    >>> from namedarray.core.wrapping import tag
-    >>> tag(nx.wrap(jnp.zeros((2, 3))), -1, "k").named_shape
+    >>> from namedarray.core.wrapping import position_to_name
+    >>> position_to_name(nx.wrap(jnp.zeros((2, 3))), -1, "k").named_shape
     {'k': 3}
     """
     check_name(name, where)

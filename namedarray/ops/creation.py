@@ -31,7 +31,7 @@ from ..core import env as _env
 from ..core.array import NamedArray, _make
 from ..core.layout import align
 from ..core.shape import check_name
-from ..core.wrapping import tag
+from ..core.wrapping import position_to_name
 from ..engine import dispatch as engine
 from ..engine.registry import implements
 from ..errors import AxisSizeError, AxisSpecError, DuplicateAxisError, fmt_names
@@ -252,7 +252,7 @@ def _spaced(fn, where: str, start: Any, stop: Any, num: int, name: str | None, a
 
 def _name_last(samples: Any, name: str, where: str) -> NamedArray:
     # the samples' axis is the last positional one: naming it moves no data (it becomes the first name)
-    return tag(samples if type(samples) is NamedArray else _make(samples, ()), -1, name, where)
+    return position_to_name(samples if type(samples) is NamedArray else _make(samples, ()), -1, name, where)
 
 
 @implements(jnp.linspace)

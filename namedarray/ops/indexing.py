@@ -22,11 +22,11 @@ import numpy as np
 
 from ..core import env as _env
 from ..core.array import NamedArray, _make
-from ..core.wrapping import untag
+from ..core.wrapping import name_to_position
 from ..engine import dispatch as engine
 from ..errors import AxisSpecError, PositionalMisuseError, fmt_names, no_axis
 
-__all__ = ["getitem"]
+__all__ = ["select"]
 
 
 def _is_bool_scalar(i) -> bool:
@@ -86,7 +86,7 @@ def _bool_scalars_as_arrays(d, index: tuple):
     return jnp.expand_dims(d, new_axes), tuple(out)
 
 
-def getitem(x: NamedArray, index: Any) -> NamedArray:
+def select(x: NamedArray, index: Any) -> NamedArray:
     """``x[index]``: NumPy indexing of the positional axes, or by name with a dict.
 
     >>> import namedarray as nx, jax.numpy as jnp
@@ -175,7 +175,7 @@ def _gather_by_name(x: NamedArray, name: str, idx: NamedArray):
     if idx.shape:
         raise AxisSpecError(f"a NamedArray index for axis {name!r} must have no positional axes "
                             f"(got shape {idx.shape}); name them so they broadcast by name")
-    moved = untag(x, name, where="indexing by name")
+    moved = name_to_position(x, name, where="indexing by name")
     return engine.lift(_take_last, (moved, idx), {}, "indexing by name")
 
 

@@ -39,7 +39,7 @@ import numpy as np
 from ..core import kernels
 from ..core.array import NamedArray
 from ..core.shape import join_sizes
-from ..core.wrapping import untag
+from ..core.wrapping import name_to_position
 from ..engine import dispatch as engine
 from ..engine import lifting as lifted
 from ..engine import registry
@@ -359,9 +359,9 @@ def _trapezoid_impl(static, y, x, dx):
     name, where = static
     if name not in y.names:
         engine.normalize_axis(name, y, where)  # raises the error naming the value's axes
-    y = untag(y, name, where=where)
+    y = name_to_position(y, name, where=where)
     if isinstance(x, NamedArray) and name in x.names:
-        x = untag(x, name, where=where)
+        x = name_to_position(x, name, where=where)
     return engine.lift(jnp.trapezoid, (y, x, dx), {"axis": -1}, where)
 
 

@@ -24,7 +24,7 @@ from jax import lax
 from ..core import env as _env
 from ..core import placement
 from ..core.array import NamedArray, _make, as_storage
-from ..core.wrapping import tag, untag
+from ..core.wrapping import name_to_position, position_to_name
 from ..engine import dispatch as engine
 from ..engine.registry import implements
 from ..errors import AxisSizeError, AxisSpecError, DuplicateAxisError, PositionalAxisError, fmt_names, no_axis
@@ -46,9 +46,9 @@ def _require_named(arrays, name, where):
 
 def _concat_impl(static, *arrays):
     name, dtype, where = static
-    moved = [untag(a, name, where=where) for a in arrays]
+    moved = [name_to_position(a, name, where=where) for a in arrays]
     out = engine.lift(lambda *xs: jnp.concatenate(xs, axis=-1, dtype=dtype), tuple(moved), {}, where)
-    return tag(out, -1, name, where)
+    return position_to_name(out, -1, name, where)
 
 
 @implements(jnp.concatenate)
@@ -103,7 +103,7 @@ def _stack_impl(static, *arrays):
     out = engine.lift(lambda *xs: jnp.stack(xs, axis=-1, dtype=dtype), arrays, {}, where)
     if not isinstance(out, NamedArray):  # every operand was positional: nothing was lifted
         out = _make(out, ())
-    return tag(out, -1, name, where)
+    return position_to_name(out, -1, name, where)
 
 
 @implements(jnp.stack)
@@ -160,11 +160,11 @@ def _take_impl(static, a, indices):
     if (type(indices) is NamedArray and not indices.shape and not set(indices.names) & set(a.names)
             and mode in (None, "fill", "clip", "wrap")):
         return _lookup_by_name(a, name, indices, mode, fill_value)
-    moved = untag(a, name, where=where)
+    moved = name_to_position(a, name, where=where)
     out = engine.lift(lambda x, i: jnp.take(x, i, axis=-1, mode=mode, fill_value=fill_value),
                       (moved, indices), {}, where)
     rank = len(indices.shape) if hasattr(indices, "shape") else 0
-    return tag(out, -1, name, where) if rank == 1 else out
+    return position_to_name(out, -1, name, where) if rank == 1 else out
 
 
 @implements(jnp.take)

@@ -145,7 +145,7 @@ def getitem(x: NamedArray, index: Any) -> NamedArray:
     """
     if type(index) is tuple and any(isinstance(i, Mapping) for i in index):
         return _at(x, index, "get", None, None, {})
-    return indexing.getitem(x, index)
+    return indexing.select(x, index)
 
 
 # --------------------------------------------------------------------------------------------------------
