@@ -58,9 +58,11 @@ _ORDERS: dict[frozenset, tuple[str, ...]] = {}
 _LOCK = threading.Lock()
 # callbacks run by reset_canonical_orders (modules above keep caches derived from the table)
 _ON_RESET: list = []
-# the sets nx.fix_canonical_order gave, and the job client the table was last agreed with
+# the sets nx.fix_canonical_order gave, and the id of the job client the table was last agreed with (an id,
+# not the client: a module global holding the client would keep it alive past jax.distributed.shutdown,
+# and its destruction at interpreter exit then hangs waiting on a coordination service that is gone)
 _FIXED: set[frozenset] = set()
-_SYNCED: object | None = None
+_SYNCED: int | None = None
 
 
 def canonical(names: Iterable[str]) -> tuple[str, ...]:
@@ -201,11 +203,11 @@ def sync_with_job() -> None:
     """
     global _SYNCED
     client = _job_client()
-    if client is None or client is _SYNCED:
+    if client is None or id(client) == _SYNCED:
         return
     changed = False
     with _LOCK:
-        if client is _SYNCED:
+        if id(client) == _SYNCED:
             return
         for key in sorted(_ORDERS, key=sorted):  # every process publishes in the same order
             order = _ORDERS[key]
@@ -218,7 +220,7 @@ def sync_with_job() -> None:
                     f"{order} before joining the job, and another process of the job uses {got}")
             _ORDERS[key] = got
             changed = True
-        _SYNCED = client
+        _SYNCED = id(client)
     if changed:
         for clear in _ON_RESET:
             clear()
