@@ -502,6 +502,68 @@ def test_nx_jit_inside_jit_constrains_instead_of_placing():
 
 
 # ------------------------------------------------------------------------------------------------------
+# nx.jit's precedence for an output's layout: explicit out_shardings > the body's constraint > rules >
+# replicated
+
+
+def stated_in_body(v):
+    return nx.shard(v, {"embed": "data"})  # a layout the body states, whatever the rules say
+
+
+@pytest.mark.parametrize("order", [("batch", "embed"), ("embed", "batch")])
+def test_nx_jit_keeps_the_layout_the_body_states_as_jax_jit_does(order):
+    x = example(order)
+    with jax.set_mesh(auto_mesh((4, 2), ("data", "model"))):
+        ours, theirs = nx.jit(stated_in_body)(x), jax.jit(stated_in_body)(x)
+        abstract = nx.jit(stated_in_body).eval_shape(x)
+    assert ours.names == theirs.names
+    assert same_spec(ours.sharding.spec, theirs.sharding.spec)
+    assert same_spec(ours.sharding.spec, expected_spec(ours, {"embed": "data"}))
+    assert same_spec(abstract.data.sharding.spec, ours.sharding.spec)  # a restore target says the same
+    np.testing.assert_array_equal(ours.unwrap(TRAILING), x.unwrap(TRAILING))
+
+
+def test_nx_jit_body_constraint_outranks_the_rules_which_fill_in_the_rest():
+    x = example()
+    mesh = auto_mesh((4, 2), ("data", "model"))
+    with jax.set_mesh(mesh):
+        with nx.axis_rules({"batch": None}):  # a rule on another name: the body's layout stays
+            a = nx.jit(stated_in_body)(x)
+        with nx.axis_rules({"embed": "model", "batch": "data"}):  # a rule on the same name: the body wins
+            b = nx.jit(stated_in_body)(x)
+            c = nx.jit(lambda v: v * 2)(x)  # nothing stated: the rules
+            d = nx.jit(lambda v: nx.shard(v, {"embed": "data"}) * 2)(x)  # stated, then computed on: rules
+    assert same_spec(a.sharding.spec, expected_spec(a, {"embed": "data"}))
+    assert same_spec(b.sharding.spec, expected_spec(b, {"embed": "data"}))
+    assert same_spec(c.sharding.spec, expected_spec(c, {"embed": "model", "batch": "data"}))
+    assert same_spec(d.sharding.spec, expected_spec(d, {"embed": "model", "batch": "data"}))
+    for v in (a, b):
+        np.testing.assert_array_equal(v.unwrap(TRAILING), x.unwrap(TRAILING))
+
+
+def test_nx_jit_replicates_what_neither_body_nor_rules_say():
+    x = example()
+    with jax.set_mesh(auto_mesh((4, 2), ("data", "model"))), nx.axis_rules({"other": "data"}):
+        out = nx.jit(lambda v: v + 1)(x.shard({"batch": "data"}))
+    assert same_spec(out.sharding.spec, P())
+
+
+def test_nx_jit_explicit_shardings_outrank_the_body_and_the_rules():
+    x = example()
+    mesh = auto_mesh((4, 2), ("data", "model"))
+    explicit = NamedSharding(mesh, P(None, "model"))
+    with jax.set_mesh(mesh), nx.axis_rules({"embed": "model", "batch": "data"}):
+        out = nx.jit(stated_in_body, out_shardings=explicit)(x)
+        placed = nx.jit(lambda v: v, in_shardings=explicit, out_shardings=explicit)(x)
+        abstract = nx.jit(stated_in_body, out_shardings=explicit).eval_shape(x)
+    assert same_spec(out.sharding.spec, P(None, "model"))
+    assert same_spec(placed.sharding.spec, P(None, "model"))
+    assert abstract.named_shape == x.named_shape
+    np.testing.assert_array_equal(out.unwrap(TRAILING), x.unwrap(TRAILING))
+    np.testing.assert_array_equal(placed.unwrap(TRAILING), x.unwrap(TRAILING))
+
+
+# ------------------------------------------------------------------------------------------------------
 # Errors, raised before anything moves, naming the names, sizes and mesh axes
 
 

@@ -29,6 +29,7 @@ P('data',)
 
 from __future__ import annotations
 
+import contextvars
 import functools
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
@@ -106,7 +107,21 @@ def _shard_one(x: NamedArray, mapping: Mapping[str, tuple[str, ...]], mesh: Any,
     if not isinstance(d, _Tracer) and isinstance(mesh, jax.sharding.AbstractMesh):
         raise MissingResourceError(f"{where}: only an abstract mesh is in context (jax.sharding."
                                    "use_abstract_mesh), which cannot place data; use jax.set_mesh(mesh)")
-    return _make(placement.constrain(d, spec, mesh), x.names)
+    out = placement.constrain(d, spec, mesh)
+    stated = _STATED.get()
+    if stated is not None and isinstance(out, _Tracer):
+        stated[id(out)] = (out, mapping)  # the tracer itself is kept, so its id cannot be reused
+    return _make(out, x.names)
+
+
+# While nx.jit traces its function: each value a constraint in the body produced (id -> (tracer, the mapping
+# it was laid out by)), so that the output keeps the layout the body stated (see Jitted._traced). Per
+# context, so threads tracing at once keep apart; None outside an nx.jit trace.
+_STATED: contextvars.ContextVar[dict | None] = contextvars.ContextVar("namedarray_stated_layouts",
+                                                                      default=None)
+# While Jitted.eval_shape traces: the PartitionSpec of each output NamedArray, by key path.
+_OUT_LAYOUTS: contextvars.ContextVar[dict | None] = contextvars.ContextVar("namedarray_output_layouts",
+                                                                           default=None)
 
 
 def shard(tree: T, resources: Mapping[str, Any] | None = None, *, mesh: Any = None) -> T:
@@ -198,11 +213,25 @@ def jit(fun: Callable | None = None, *, resources: Mapping[str, Any] | None = No
 
     Each call places the NamedArrays among its (non-static) arguments by the rules in force (``resources``
     adds rules for this function, as ``with nx.axis_rules(resources)`` around each call would), and the
-    compiled function constrains its NamedArray results the same way; plain array leaves are left to
+    compiled function lays its NamedArray results out the same way; plain array leaves are left to
     ``jax.jit``. So ``params = nx.jit(init)(key)`` creates parameters already split across devices, never
     whole on one, and a training step receives and returns them split. ``static_argnums``,
     ``donate_argnums`` and every other ``jax.jit`` option pass through. Also a decorator, with or without
     arguments. With no mesh in context it is ``jax.jit``.
+
+    An output's layout is decided by, in this order:
+
+    1. an explicit argument: ``out_shardings=`` (passed to ``jax.jit``; nx.jit then constrains no output,
+       and with ``in_shardings=`` it places no argument);
+    2. the function body: an output that is the result of a ``.shard()`` / ``nx.shard`` in the body keeps
+       the layout that call stated (its ``resources``, or the rules in force there), as ``jax.jit`` keeps a
+       ``with_sharding_constraint``;
+    3. the rules: each named axis split over the mesh axes its name maps to;
+    4. replicated: names no rule maps.
+
+    Arguments are placed by the rules (3, 4) unless ``in_shardings=`` says otherwise: a body that states
+    another layout for a value it returns and receives back (a training state) moves it on every call, so
+    say such layouts in the rules.
 
     >>> import jax, jax.numpy as jnp, namedarray as nx
     >>> mesh = jax.make_mesh((1,), ("data",), axis_types=(jax.sharding.AxisType.Auto,))
@@ -232,6 +261,9 @@ class Jitted:
         self._donate = {donate} if isinstance(donate, int) else set(donate or ())
         names = jit_kwargs.get("donate_argnames", ())
         self._donate_names = {names} if isinstance(names, str) else set(names or ())
+        # an explicit in_shardings / out_shardings outranks the rules (see jit's docstring)
+        self._place_args = "in_shardings" not in jit_kwargs
+        self._lay_out_results = "out_shardings" not in jit_kwargs
         self._jitted = jax.jit(self._traced, **jit_kwargs)
         # (arguments' treedef, mesh, environment, leaf ranks) -> each leaf's layout (None: not a NamedArray)
         self._targets: dict[tuple, list] = {}
@@ -242,12 +274,20 @@ class Jitted:
 
     def _traced(self, *args, **kwargs):
         mapping, mesh = active_mapping(), _mesh(None)
-        args = tuple(a if i in self._static else _lay_out(a, mapping, mesh, f"argument {i}")
-                     for i, a in enumerate(args))
-        kwargs = {k: v if k in self._static_names else _lay_out(v, mapping, mesh, f"argument {k!r}")
-                  for k, v in kwargs.items()}
-        out = self._fun(*args, **kwargs)
-        return _lay_out(out, mapping, mesh, "output", canonical_order=True)
+        if self._place_args:
+            args = tuple(a if i in self._static else _lay_out(a, mapping, mesh, f"argument {i}")
+                         for i, a in enumerate(args))
+            kwargs = {k: v if k in self._static_names else _lay_out(v, mapping, mesh, f"argument {k!r}")
+                      for k, v in kwargs.items()}
+        token = _STATED.set({})
+        try:
+            out = self._fun(*args, **kwargs)
+            stated = _STATED.get()
+        finally:
+            _STATED.reset(token)
+        if not self._lay_out_results:
+            return out
+        return _lay_out(out, mapping, mesh, "output", canonical_order=True, stated=stated)
 
     def _placed(self, args: tuple, kwargs: dict, abstract: bool) -> tuple[tuple, dict]:
         sync_with_job()  # global arrays are built here: the job's processes must lay names out alike
@@ -307,7 +347,7 @@ class Jitted:
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         with self._rules or _NULL, _env.synced():
             mesh = _mesh(None)
-            if (mesh is not None and not isinstance(mesh, jax.sharding.AbstractMesh)
+            if (self._place_args and mesh is not None and not isinstance(mesh, jax.sharding.AbstractMesh)
                     and not self._laid_out(args, kwargs, mesh)):
                 args, kwargs = self._placed(args, kwargs, abstract=False)
             return self._jitted(*args, **kwargs)
@@ -323,9 +363,27 @@ class Jitted:
         {'embed': 4}
         """
         with self._rules or _NULL, _env.synced():
-            out = jax.eval_shape(self._jitted, *args, **kwargs)
             mesh = _mesh(None)
-            return out if mesh is None else _lay_out(out, active_mapping(), mesh, "output")
+            if mesh is None or not self._lay_out_results:
+                return jax.eval_shape(self._jitted, *args, **kwargs)
+            # Trace afresh (a new function each time, never a cached trace) to learn the layout each output
+            # gets, body-stated ones included, which the abstract values jax returns do not carry.
+            layouts: dict = {}
+            token = _OUT_LAYOUTS.set(layouts)
+            try:
+                out = jax.eval_shape(lambda *a, **k: self._traced(*a, **k), *args, **kwargs)
+            finally:
+                _OUT_LAYOUTS.reset(token)
+
+            def one(path, v):
+                spec = layouts.get(keystr(path))
+                if not is_named(v) or spec is None:
+                    return v
+                d = v.data
+                return _make(jax.ShapeDtypeStruct(d.shape, d.dtype, sharding=NamedSharding(mesh, spec),
+                                                  weak_type=d.weak_type), v.names)
+
+            return jax.tree_util.tree_map_with_path(one, out, is_leaf=is_named)
 
     def lower(self, *args: Any, **kwargs: Any) -> jax.stages.Lowered:
         """Lower for these arguments (arrays, NamedArrays, or their ``jax.ShapeDtypeStruct`` versions), laid
@@ -352,17 +410,28 @@ class _Null:
 _NULL = _Null()
 
 
-def _lay_out(tree: Any, mapping, mesh, what: str, canonical_order: bool = False) -> Any:
+def _lay_out(tree: Any, mapping, mesh, what: str, canonical_order: bool = False,
+             stated: dict | None = None) -> Any:
     """Inside the trace: constrain each NamedArray of ``tree`` by its names (results: in canonical order,
-    the order they leave the function in, so the constraint is exactly the output's layout)."""
+    the order they leave the function in, so the constraint is exactly the output's layout). A result the
+    body constrained itself (in ``stated``) keeps the mapping the body gave it instead of ``mapping``."""
+    layouts = _OUT_LAYOUTS.get() if canonical_order else None
+
     def one(path, v):
         if not is_named(v):
             return v
         where = f"nx.jit {what}" + (f" at {keystr(path)}" if path else "")
+        m = mapping
         if canonical_order and isinstance(v.data, _Tracer):
+            said = stated.get(id(v.data)) if stated else None
+            if said is not None and said[0] is v.data:
+                m = said[1]
             d, names = canonical_storage(v)
             v = _make(d, names)
-        return _shard_one(v, mapping, mesh, where)
+        out = _shard_one(v, m, mesh, where)
+        if layouts is not None and mesh is not None:
+            layouts[keystr(path)] = placement.storage_spec(v.data.ndim, v.names, m.get)
+        return out
 
     return jax.tree_util.tree_map_with_path(one, tree, is_leaf=is_named)
 
