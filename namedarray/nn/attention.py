@@ -5,7 +5,15 @@ named values the positions are replaced by names: ``seq_axis`` (the query's sequ
 keys' and values' sequence; the same name by default, which suits self-attention), ``head_axis`` (the
 features a query and a key contract, also the values' features, which the output carries) and, optionally,
 ``heads_axis`` (the attention heads: keys and values without it are shared by every head, multi-query
-attention, with no copy). Every other name, and the positional axes, are batch axes broadcast by name.
+attention, with no copy). Every other name is a batch name. The names that the keys, the values or a
+sequence length carry, and the positional axes, are broadcast by name as a batch; a name that only the
+query (or a mask, a bias) carries rides along as more query heads over the same keys and values, which are
+never copied along it.
+
+That is grouped-query attention by name: a query named ``{batch, seq, kv_heads, q_per_kv, hd}`` over keys
+and values named ``{batch, kseq, kv_heads, hd}`` (``heads_axis="kv_heads"``) is jax's ``N = K * G`` query
+heads over ``K`` key heads, query head ``n`` using key head ``n // G``; ``nx.unflatten(q, "heads",
+{"kv_heads": K, "q_per_kv": G})`` names a query stored in jax's head order so.
 
 ``mask`` (True: attend) and ``bias`` broadcast by name over the batch names, ``heads_axis``, ``seq_axis``
 and ``kv_seq_axis`` (which must then differ from ``seq_axis``: a mask needs both); ``query_seq_lengths`` and
@@ -20,6 +28,16 @@ scalars.
 >>> q = nx.random.normal(jax.random.key(0), named_shape={"batch": 2, "seq": 5, "heads": 4, "hd": 8})
 >>> out = nx.nn.dot_product_attention(q, q, q, seq_axis="seq", head_axis="hd", is_causal=True)
 >>> out.named_shape == q.named_shape
+True
+>>> q = nx.random.normal(jax.random.key(1), named_shape={"b": 2, "seq": 5, "kv_heads": 2, "q_per_kv": 3,
+...                                                      "hd": 8})
+>>> kv = nx.random.normal(jax.random.key(2), named_shape={"b": 2, "kseq": 7, "kv_heads": 2, "hd": 8})
+>>> out = nx.nn.dot_product_attention(q, kv, kv, seq_axis="seq", kv_seq_axis="kseq", head_axis="hd",
+...                                   heads_axis="kv_heads")          # grouped-query attention
+>>> order = ["b", "seq", "kv_heads", "q_per_kv", "hd"]
+>>> kvp = kv.unwrap(["b", "kseq", "kv_heads", "hd"])                # jax: (B, S, K, H), K = 2
+>>> ref = jax.nn.dot_product_attention(q.unwrap(order).reshape(2, 5, 6, 8), kvp, kvp)   # (B, T, N, H), N = 6
+>>> bool(jnp.allclose(out.unwrap(order).reshape(2, 5, 6, 8), ref, atol=1e-5))
 True
 """
 
@@ -117,10 +135,11 @@ def _attention_impl(static, q, k, v, bias, mask, q_lens, kv_lens):
         if bad:
             raise AxisSpecError(f"{_WHERE}: the {what} carries axis {fmt_names(bad)}, which it cannot vary "
                                 "along")
-    # the batch: every other name, broadcast by name, and the positional axes, by NumPy's rules
-    batch = tuple(n for n in union([q, k, v, *extras.values()]) if n not in own)
+    if heads and (heads in k.names) != (heads in v.names):
+        raise AxisSpecError(f"{_WHERE}: the key and the value must both carry {heads!r} or both lack it")
+    others = tuple(n for n in union([q, k, v, *extras.values()]) if n not in own)
     labelled = [(q, "query"), (k, "key"), (v, "value"), *((e, w) for w, e in extras.items())]
-    sizes = join_sizes([{n: s for n, s in engine.named_sizes(x).items() if n in batch} for x, _ in labelled],
+    sizes = join_sizes([{n: s for n, s in engine.named_sizes(x).items() if n in others} for x, _ in labelled],
                        _WHERE, [w for _, w in labelled])
     join_sizes([{head: x.named_shape[head]} for x in (q, k, v)], _WHERE, ["query", "key", "value"])
     join_sizes([{kv_seq: k.named_shape[kv_seq]}, {kv_seq: v.named_shape[kv_seq]}], _WHERE, ["key", "value"])
@@ -130,52 +149,71 @@ def _attention_impl(static, q, k, v, bias, mask, q_lens, kv_lens):
         raise AxisSizeError(f"{_WHERE}: the positional (batch) shapes do not broadcast: " + ", ".join(
             f"{w} {x.shape}" for x, w in labelled)) from None
     T, S, H = q.named_shape[seq], k.named_shape[kv_seq], q.named_shape[head]
-    N = q.named_shape[heads] if heads else 1
     if heads:
+        n_q = q.named_shape[heads]
         for x, w in ((k, "key"), (v, "value"), *((e, w) for w, e in extras.items() if w in allowed)):
-            if heads in x.names and x.named_shape[heads] != N:
-                raise AxisSizeError(f"{_WHERE}: axis {heads!r} has size {N} in the query but size "
-                                    f"{x.named_shape[heads]} in the {w}")
+            if heads in x.names and x.named_shape[heads] != n_q:
+                hint = ""
+                if w in ("key", "value") and n_q % x.named_shape[heads] == 0:
+                    g = n_q // x.named_shape[heads]
+                    hint = (f"; for grouped-query attention split the query's heads by name, e.g. "
+                            f"nx.unflatten(query, {heads!r}, {{{heads!r}: {x.named_shape[heads]}, "
+                            f"'q_per_kv': {g}}}), a group name that the key and the value lack (query head "
+                            f"n then uses key head n // {g})")
+                raise AxisSizeError(f"{_WHERE}: axis {heads!r} has size {n_q} in the query but size "
+                                    f"{x.named_shape[heads]} in the {w}{hint}")
     for w, e in extras.items():
         for n, size, whose in ((seq, T, "query"), (kv_seq, S, "key")):
             if w in allowed and n in e.names and e.named_shape[n] != size:
                 raise AxisSizeError(f"{_WHERE}: axis {n!r} has size {e.named_shape[n]} in the {w} but size "
                                     f"{size} in the {whose}")
-    B = math.prod(pshape) * math.prod(sizes[n] for n in batch)
-    full = dict(sizes)
+    # The batch: the names the key, the value or a sequence length carry, and the positional axes (NumPy's
+    # rules). The names none of them carries ride along with the query as query heads ("groups"), K*G heads
+    # in all over the K key heads, group-minor: query head n uses key head n // G, as jax groups them. The
+    # keys and values are never broadcast over a name only the query (or a mask, a bias) carries.
+    kv_side = set(k.names) | set(v.names)
+    for w in ("query_seq_lengths", "key_value_seq_lengths"):
+        if w in extras:
+            kv_side |= set(extras[w].names)
+    batch = tuple(n for n in others if n in kv_side)
+    kv_heads = (heads,) if heads and heads in k.names else ()
+    groups = ((heads,) if heads and not kv_heads else ()) + tuple(n for n in others if n not in kv_side)
+    full = {**sizes, seq: T, kv_seq: S, head: H, **({heads: q.named_shape[heads]} if heads else {})}
+    B = math.prod(pshape) * math.prod(full[n] for n in batch)
+    K = math.prod(full[n] for n in kv_heads)
+    N = K * math.prod(full[n] for n in groups)
 
-    def lay(x, tail: tuple[str, ...], shape4: tuple[int, ...], broadcast_batch: bool = True):
-        """``x`` as (B or 1, ...) with ``tail`` names last (size 1 where it lacks them)."""
+    def lay(x, tail: tuple[str, ...], fill: tuple[str, ...], shape4: tuple[int, ...],
+            broadcast_batch: bool = True):
+        """``x`` as ``shape4``: (B or 1, ...) with ``tail`` names last, broadcast along ``fill`` (and the
+        batch, with ``broadcast_batch``), size 1 along the other names it lacks."""
         names = batch + tail
-        here = {n: s for n, s in engine.named_sizes(x).items()}
-        target = {**({n: full[n] for n in batch} if broadcast_batch else {}), **here}
+        target = {**({n: full[n] for n in batch} if broadcast_batch else {}), **{n: full[n] for n in fill},
+                  **engine.named_sizes(x)}
         d = align(x, names, {n: target.get(n, 1) for n in names}, pos=len(pshape))
         if broadcast_batch:
             d = jnp.broadcast_to(d, pshape + d.shape[len(pshape):])
         return d.reshape(shape4)
 
-    K = N if heads and heads in k.names else 1
-    qd = lay(q, (seq,) + ((heads,) if heads else ()) + (head,), (B, T, N, H))
-    kd = lay(k, (kv_seq,) + ((heads,) if heads else ()) + (head,), (B, S, K, H))
-    vd = lay(v, (kv_seq,) + ((heads,) if heads else ()) + (head,), (B, S, K, H))
-    if heads and (heads in k.names) != (heads in v.names):
-        raise AxisSpecError(f"{_WHERE}: the key and the value must both carry {heads!r} or both lack it")
+    qt = (seq,) + kv_heads + groups + (head,)
+    qd = lay(q, qt, qt, (B, T, N, H))
+    kd = lay(k, (kv_seq,) + kv_heads + (head,), (), (B, S, K, H))
+    vd = lay(v, (kv_seq,) + kv_heads + (head,), (), (B, S, K, H))
     out4 = {}
     for what in ("bias", "mask"):
         e = extras.get(what)
         if e is None:
             continue
         varies = bool(e.shape) or any(n in batch for n in e.names)
-        tail = ((heads,) if heads else ()) + (seq, kv_seq)
-        dims = ((N if heads and heads in e.names else 1), T if seq in e.names else 1,
-                S if kv_seq in e.names else 1)
-        out4[what] = lay(e, tail, ((B if varies else 1),) + dims, broadcast_batch=varies)
+        per_head = any(n in e.names for n in kv_heads + groups)
+        dims = (N if per_head else 1, T if seq in e.names else 1, S if kv_seq in e.names else 1)
+        out4[what] = lay(e, kv_heads + groups + (seq, kv_seq), (kv_heads + groups) if per_head else (),
+                         ((B if varies else 1),) + dims, broadcast_batch=varies)
     lens = {}
     for what in ("query_seq_lengths", "key_value_seq_lengths"):
         e = extras.get(what)
         if e is not None:
-            lens[what] = lay(e, (), (B,)).astype(jnp.int32)
+            lens[what] = lay(e, (), (), (B,)).astype(jnp.int32)
     out = jax.nn.dot_product_attention(qd, kd, vd, out4.get("bias"), out4.get("mask"), **lens, **dict(kw))
-    names = batch + (seq,) + ((heads,) if heads else ()) + (head,)
-    shape = pshape + tuple(full[n] for n in batch) + (T,) + ((N,) if heads else ()) + (H,)
-    return _make(out.reshape(shape), names)
+    names = batch + qt
+    return _make(out.reshape(pshape + tuple(full[n] for n in names)), names)
