@@ -17,8 +17,10 @@ P(None, 'data', ('x', 'y'))
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import math
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 import jax
@@ -34,7 +36,8 @@ from ..errors import (
 
 __all__ = ["current_mesh", "mesh_sizes", "mesh_axes", "normalize", "entry", "storage_spec", "conflict",
            "check", "constrain", "place", "is_placed", "contraction_sharding", "gather_sharding",
-           "with_layout", "align_explicit_layouts"]
+           "with_layout", "align_explicit_layouts", "layouts_known", "known_layout", "note_layout",
+           "layout_key"]
 
 _Tracer = jax.core.Tracer
 
@@ -420,3 +423,60 @@ def align_explicit_layouts(datas: list, names: list) -> list:
                 d = jax.sharding.reshard(d, NamedSharding(mesh, PartitionSpec(*[entry(a) for a in want])))
         out.append(d)
     return out
+
+
+# --------------------------------------------------------------------------------------------------------
+# Layouts a trace already states
+#
+# A constraint costs nothing where the layout it asks for is the one the value has, except in one place that
+# matters: a scan. A sharding constraint on a slice of the scanned parameters (``p["w"].shard()`` in the
+# body of ``nx.scan(block, x, params, axis="layer")``, as model code writes it) is a new value computed from
+# the slice, and differentiating the scan saves every step's copy of it for the backward pass: a second copy
+# of each constrained parameter stack (measured: a Llama-style step's temp memory grew by the size of its
+# stacked MLP weights). The slice itself is the scan's input, which the backward pass reads in place.
+#
+# So while ``nx.jit`` traces (where every argument is laid out by its names on entry), the trace remembers
+# which tracers already have which layout: those a constraint produced, and the slices a scan takes of them
+# along a name no mesh axis splits. ``.shard()`` of such a value with the same layout is the value itself.
+# Tracers of ``jax.grad`` (their ``primal``) have their primal's layout. Per context, so traces in other
+# threads keep apart; empty outside ``nx.jit``'s trace, where every ``.shard()`` constrains.
+
+_KNOWN: contextvars.ContextVar[dict | None] = contextvars.ContextVar("namedarray_known_layouts", default=None)
+
+
+@contextlib.contextmanager
+def layouts_known() -> Iterator[None]:
+    """Within: :func:`note_layout` records, and :func:`known_layout` answers (one trace's scope)."""
+    token = _KNOWN.set({})
+    try:
+        yield
+    finally:
+        _KNOWN.reset(token)
+
+
+def layout_key(mesh: Any, names: Iterable[str], axes_of: Callable[[str], tuple[str, ...] | None]) -> tuple:
+    """What identifies the layout of a value with ``names`` under a mapping: the mesh and each name's mesh
+    axes (names in sorted order: the storage order does not change which axes split which name)."""
+    return mesh, tuple((n, tuple(axes_of(n) or ())) for n in sorted(names))
+
+
+def note_layout(data: Any, key: tuple) -> None:
+    """Record that the traced ``data`` is laid out as ``key`` (:func:`layout_key`) in this trace."""
+    known = _KNOWN.get()
+    if known is not None and isinstance(data, _Tracer):
+        known[id(data)] = (data, key)  # the tracer itself is kept, so its id cannot be reused meanwhile
+
+
+def known_layout(data: Any) -> tuple | None:
+    """The layout recorded for the traced ``data`` (or for the primal it differentiates), else None."""
+    known = _KNOWN.get()
+    if not known:
+        return None
+    for _ in range(8):  # nested differentiation: a tracer whose primal is a tracer ...
+        got = known.get(id(data))
+        if got is not None and got[0] is data:
+            return got[1]
+        data = getattr(data, "primal", None)
+        if not isinstance(data, _Tracer):
+            return None
+    return None

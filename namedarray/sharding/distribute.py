@@ -104,12 +104,20 @@ def _shard_one(x: NamedArray, mapping: Mapping[str, tuple[str, ...]], mesh: Any,
     if isinstance(d, jax.ShapeDtypeStruct):
         return _make(jax.ShapeDtypeStruct(d.shape, d.dtype, sharding=NamedSharding(mesh, spec),
                                           weak_type=d.weak_type), x.names)
-    if not isinstance(d, _Tracer) and isinstance(mesh, jax.sharding.AbstractMesh):
-        raise MissingResourceError(f"{where}: only an abstract mesh is in context (jax.sharding."
-                                   "use_abstract_mesh), which cannot place data; use jax.set_mesh(mesh)")
-    out = placement.constrain(d, spec, mesh)
+    if not isinstance(d, _Tracer):
+        if isinstance(mesh, jax.sharding.AbstractMesh):
+            raise MissingResourceError(f"{where}: only an abstract mesh is in context (jax.sharding."
+                                       "use_abstract_mesh), which cannot place data; use jax.set_mesh(mesh)")
+        return _make(placement.constrain(d, spec, mesh), x.names)
+    # a value this trace already laid out so stays as it is: no constraint (see placement.layouts_known)
+    key = placement.layout_key(mesh, x.names, mapping.get)
+    if placement.known_layout(d) == key:
+        out = d
+    else:
+        out = placement.constrain(d, spec, mesh)
+        placement.note_layout(out, key)
     stated = _STATED.get()
-    if stated is not None and isinstance(out, _Tracer):
+    if stated is not None:
         stated[id(out)] = (out, mapping)  # the tracer itself is kept, so its id cannot be reused
     return _make(out, x.names)
 
@@ -274,20 +282,21 @@ class Jitted:
 
     def _traced(self, *args, **kwargs):
         mapping, mesh = active_mapping(), _mesh(None)
-        if self._place_args:
-            args = tuple(a if i in self._static else _lay_out(a, mapping, mesh, f"argument {i}")
-                         for i, a in enumerate(args))
-            kwargs = {k: v if k in self._static_names else _lay_out(v, mapping, mesh, f"argument {k!r}")
-                      for k, v in kwargs.items()}
-        token = _STATED.set({})
-        try:
-            out = self._fun(*args, **kwargs)
-            stated = _STATED.get()
-        finally:
-            _STATED.reset(token)
-        if not self._lay_out_results:
-            return out
-        return _lay_out(out, mapping, mesh, "output", canonical_order=True, stated=stated)
+        with placement.layouts_known():
+            if self._place_args:
+                args = tuple(a if i in self._static else _lay_out(a, mapping, mesh, f"argument {i}")
+                             for i, a in enumerate(args))
+                kwargs = {k: v if k in self._static_names else _lay_out(v, mapping, mesh, f"argument {k!r}")
+                          for k, v in kwargs.items()}
+            token = _STATED.set({})
+            try:
+                out = self._fun(*args, **kwargs)
+                stated = _STATED.get()
+            finally:
+                _STATED.reset(token)
+            if not self._lay_out_results:
+                return out
+            return _lay_out(out, mapping, mesh, "output", canonical_order=True, stated=stated)
 
     def _placed(self, args: tuple, kwargs: dict, abstract: bool) -> tuple[tuple, dict]:
         sync_with_job()  # global arrays are built here: the job's processes must lay names out alike

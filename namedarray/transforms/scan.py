@@ -41,6 +41,7 @@ from typing import Any
 import jax
 from jax.tree_util import keystr
 
+from ..core import placement
 from ..core.array import NamedArray, _make, as_storage, is_named, transpose
 from ..core.layout import named_sizes, pos_ndim
 from ..core.shape import check_name
@@ -59,6 +60,8 @@ class _Sliced:
         self.at: list[int] = []  # which leaves are sliced
         self.names: list[tuple[str, ...]] = []  # the names each slice keeps, in storage order
         self.storages: list[Any] = []
+        # the layout each slice has when the trace knows its stack's (placement.layouts_known), else None
+        self.known: list[tuple | None] = []
         self.length: int | None = None
         first = ""
         for k, (path, v) in enumerate(flat):
@@ -75,6 +78,7 @@ class _Sliced:
                 rest = tuple(p + i for i in range(len(v.names)) if i != j)
                 self.storages.append(transpose(v.data, (p + j, *range(p), *rest)))
                 self.names.append(v.names[:j] + v.names[j + 1:])
+                self.known.append(_slice_layout(placement.known_layout(v.data), axis))
                 self.at.append(k)
             elif getattr(v, "ndim", 0) >= 1:
                 raise AxisSpecError(
@@ -93,7 +97,7 @@ class _Sliced:
         """
         sliced = set(self.at)
         leaves = tuple(None if k in sliced else v for k, v in enumerate(self.leaves))
-        layout = (self.tree, leaves, tuple(self.at), tuple(self.names))
+        layout = (self.tree, leaves, tuple(self.at), tuple(self.names), tuple(self.known))
         if any(type(v) is NamedArray or hasattr(v, "ndim") for v in leaves):
             return layout, None
         key = (layout, tuple(type(v) for v in leaves))
@@ -106,11 +110,24 @@ class _Sliced:
 
 def _step_xs(layout: tuple, slices: list[Any]) -> Any:
     """``xs`` as one step sees it: the sliced leaves rebuilt around ``slices``, the rest as they are."""
-    tree, leaves, at, names = layout
+    tree, leaves, at, names, known = layout
     leaves = list(leaves)
-    for k, n, s in zip(at, names, slices):
+    for k, n, s, key in zip(at, names, slices, known):
+        if key is not None:
+            placement.note_layout(s, key)  # so that .shard() of it with that layout adds nothing
         leaves[k] = _make(s, n)
     return jax.tree.unflatten(tree, leaves)
+
+
+def _slice_layout(key: tuple | None, axis: str) -> tuple | None:
+    """The layout of a slice along ``axis`` of a value laid out as ``key``: the other names' layout, when no
+    mesh axis splits ``axis`` (a step's slice is then whole on every device that holds the stack's block)."""
+    if key is None:
+        return None
+    mesh, entries = key
+    if any(n == axis and axes for n, axes in entries):
+        return None
+    return mesh, tuple((n, axes) for n, axes in entries if n != axis)
 
 
 def _carried(flat: list) -> str:
