@@ -22,6 +22,12 @@ The stacked layers run with ``nx.scan(block, x, params["blocks"], axis="layer")`
 ``jax.lax.scan`` in the positional one; each step sees one layer's parameters, and the gradients come back
 stacked along ``layer`` as the parameters are.
 
+The named model marks its layouts as docs/library_authors.md says: ``.shard()`` on each layer's parameters
+where they are used, on the activations a contraction makes, and on the residual stream. With no mesh and no
+rules every call returns its value as it is; under ``nx.axis_rules`` the same code runs data parallel,
+tensor parallel, both, or fully sharded (``benchmarks/sharded_llama.py`` measures each against the
+positional model sharded by hand).
+
 Both versions compute the same function from the same parameters, so their losses and gradients agree to
 float tolerance. As in ``examples/gpt.py``, the named model takes its axis names as data
 (``make_nx_model({"batch": "b", "kv_heads": "g"})``): spelling must change neither the values nor (under jit)
@@ -180,8 +186,11 @@ def _jnp_rope(x, cos, sin):
     return jnp.concatenate([x1 * cos - x2 * sin, x2 * cos + x1 * sin], axis=-1)
 
 
-def jnp_loss(params: dict[str, Any], tokens: jax.Array) -> jax.Array:
-    """Mean next-token cross-entropy; ``tokens`` is ``(batch, seq + 1)``."""
+def jnp_loss(params: dict[str, Any], tokens: jax.Array,
+             layer_inputs: Callable[[jax.Array, dict[str, Any]], tuple] | None = None) -> jax.Array:
+    """Mean next-token cross-entropy; ``tokens`` is ``(batch, seq + 1)``. ``layer_inputs(x, p)``, when
+    given, returns what each layer computes with in place of its input ``x`` and its parameters ``p`` (a
+    hand-sharded program constrains their layouts there)."""
     inputs, targets = tokens[:, :-1], tokens[:, 1:]
     seq = inputs.shape[1]
     vocab = params["tok"].shape[0]
@@ -192,6 +201,8 @@ def jnp_loss(params: dict[str, Any], tokens: jax.Array) -> jax.Array:
     causal = jnp.arange(seq)[:, None] >= jnp.arange(seq)[None, :]                       # (s, t)
 
     def block(x, p):
+        if layer_inputs is not None:
+            x, p = layer_inputs(x, p)
         h = _jnp_rms_norm(x, p["attn_norm"])
         q = _jnp_rope(jnp.einsum("bse,ekgd->bskgd", h, p["wq"]), cos[:, None, None], sin[:, None, None])
         k = _jnp_rope(jnp.einsum("bse,ekd->bskd", h, p["wk"]), cos[:, None], sin[:, None])
@@ -264,13 +275,15 @@ class NxModel:
         """One layer: ``p`` holds the blocks' parameters without their ``layer`` axis."""
         N = self.names
         to_kseq = {N["seq"]: N["kseq"]}
+        p = nx.shard(p)  # this layer's parameters as the rules lay them out (free where they already are)
+        x = x.shard()
         h = nx.nn.rms_norm(x, N["embed"], p["attn_norm"], eps=EPS)
         q = self.einsum("{batch,seq,embed},{embed,kv_heads,q_per_kv,head_dim}"
-                        "->{batch,seq,kv_heads,q_per_kv,head_dim}", h, p["wq"])
+                        "->{batch,seq,kv_heads,q_per_kv,head_dim}", h, p["wq"]).shard()
         k = self.einsum("{batch,seq,embed},{embed,kv_heads,head_dim}->{batch,seq,kv_heads,head_dim}",
-                        h, p["wk"])
+                        h, p["wk"]).shard()
         v = self.einsum("{batch,seq,embed},{embed,kv_heads,head_dim}->{batch,seq,kv_heads,head_dim}",
-                        h, p["wv"])
+                        h, p["wv"]).shard()
         q, k, v = self.rope(q, cos, sin), self.rope(k, cos, sin).rename(to_kseq), v.rename(to_kseq)
         # each query meets the keys of its own kv head: q_per_kv is the queries' name alone
         scale = q.named_shape[N["head_dim"]] ** -0.5
@@ -278,14 +291,14 @@ class NxModel:
                              "->{batch,kv_heads,q_per_kv,seq,kseq}", q, k) * scale
         att = nx.nn.softmax(nx.where(causal, logits, NEG_INF), axis=N["kseq"])
         o = self.einsum("{batch,kv_heads,q_per_kv,seq,kseq},{batch,kseq,kv_heads,head_dim}"
-                        "->{batch,seq,kv_heads,q_per_kv,head_dim}", att, v)
+                        "->{batch,seq,kv_heads,q_per_kv,head_dim}", att, v).shard()
         x = x + self.einsum("{batch,seq,kv_heads,q_per_kv,head_dim},{kv_heads,q_per_kv,head_dim,embed}"
-                            "->{batch,seq,embed}", o, p["wo"])
+                            "->{batch,seq,embed}", o, p["wo"]).shard()
         h = nx.nn.rms_norm(x, N["embed"], p["mlp_norm"], eps=EPS)
-        gate = self.einsum("{batch,seq,embed},{embed,mlp}->{batch,seq,mlp}", h, p["w_gate"])
-        up = self.einsum("{batch,seq,embed},{embed,mlp}->{batch,seq,mlp}", h, p["w_up"])
+        gate = self.einsum("{batch,seq,embed},{embed,mlp}->{batch,seq,mlp}", h, p["w_gate"]).shard()
+        up = self.einsum("{batch,seq,embed},{embed,mlp}->{batch,seq,mlp}", h, p["w_up"]).shard()
         return x + self.einsum("{batch,seq,mlp},{mlp,embed}->{batch,seq,embed}", nx.nn.silu(gate) * up,
-                               p["w_down"])
+                               p["w_down"]).shard()
 
     def loss(self, params: dict[str, Any], tokens: nx.NamedArray) -> jax.Array:
         """Mean next-token cross-entropy (a plain scalar, for ``jax.value_and_grad``)."""
@@ -295,7 +308,7 @@ class NxModel:
         head_dim = params["blocks"]["wq"].named_shape[N["head_dim"]]
         inputs = tokens[{N["seq"]: slice(0, seq)}]
         targets = tokens[{N["seq"]: slice(1, seq + 1)}]
-        x = nx.take(params["tok"], inputs, axis=N["vocab"])                          # {batch, seq, embed}
+        x = nx.take(params["tok"].shard(), inputs, axis=N["vocab"]).shard()          # {batch, seq, embed}
         angles = (nx.arange(seq, name=N["seq"], dtype=jnp.float32)
                   * nx.wrap(_inverse_frequencies(head_dim), [N["freq"]]))            # {seq, freq}
         cos, sin = nx.cos(angles), nx.sin(angles)
@@ -306,7 +319,8 @@ class NxModel:
 
         x, _ = nx.scan(block, x, params["blocks"], axis=N["layer"])
         x = nx.nn.rms_norm(x, N["embed"], params["final_norm"], eps=EPS)
-        logits = self.einsum("{batch,seq,embed},{embed,vocab}->{batch,seq,vocab}", x, params["unembed"])
+        logits = self.einsum("{batch,seq,embed},{embed,vocab}->{batch,seq,vocab}", x,
+                             params["unembed"].shard()).shard()
         logp = nx.nn.log_softmax(logits, axis=N["vocab"])
         nll = -(nx.nn.one_hot(targets, vocab, axis=N["vocab"]) * logp).sum(N["vocab"])
         return nx.unwrap(nll.mean((N["batch"], N["seq"])))
