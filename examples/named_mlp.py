@@ -28,7 +28,7 @@ def init_params(key, inputs: int, hidden: int, classes: int) -> dict:
 
 
 def hidden_activations(params, images):
-    return nx.nn.relu(nx.dot(images.shard(), params["w1"].shard(), axis="inputs")).shard()
+    return nx.nn.relu(nx.dot(images.shard(), params["w1"].shard(), axis="inputs").shard())
 
 
 def loss(params, images, labels):
