@@ -8,7 +8,8 @@ strategy is one ``nx.axis_rules`` mapping under ``nx.jit``. The hand-written twi
 the same file: its parameters, optimizer state and tokens placed with the PartitionSpecs a user writes for the
 strategy, passed as ``in_shardings``/``out_shardings``, and (fully sharded only) each layer's parameters
 gathered inside the scan with ``with_sharding_constraint``, where the named model's ``nx.shard(p)`` does
-it, and the layer's input constrained to the batch split, where the named model's ``x.shard()`` does it.
+it, the layer's input constrained to the batch split, where the named model's ``x.shard()`` does it, and the
+embedding tables laid out by the loss's rules, where the named model's ``params["tok"].shard()`` does it.
 
 Per strategy and device: argument, output and temporary bytes (``memory_analysis`` of the compiled step),
 the collectives of each program by kind, the loss of one step from the same parameters, and the steady-state
@@ -89,8 +90,13 @@ def hand_case(mesh, rules, compute, params, tokens, opt):
     shardings = jax.tree_util.tree_map_with_path(
         lambda path, a: NamedSharding(mesh, _spec(llama.PARAM_AXES[path[-1].key], rules)), params)
     layer_inputs = None
+    inner = {**rules, **(compute or {})}
+
+    def gathered(p):  # the embedding tables, as the named loss lays them out (its params["tok"].shard() ...)
+        return {**p, **{k: jax.lax.with_sharding_constraint(
+            p[k], NamedSharding(mesh, _spec(llama.PARAM_AXES[k], inner))) for k in ("tok", "unembed")}}
+
     if compute is not None:  # fully sharded: each layer's parameters gathered where the layer runs
-        inner = {**rules, **compute}
 
         def layer_inputs(x, layer):
             x = jax.lax.with_sharding_constraint(x, NamedSharding(mesh, P(inner.get("batch"))))
@@ -98,7 +104,7 @@ def hand_case(mesh, rules, compute, params, tokens, opt):
                 a, NamedSharding(mesh, _spec(llama.PARAM_AXES[k][1:], inner))) for k, a in layer.items()}
 
     def step(p, s, t):
-        value, grads = jax.value_and_grad(lambda p, t: llama.jnp_loss(p, t, layer_inputs))(p, t)
+        value, grads = jax.value_and_grad(lambda p, t: llama.jnp_loss(gathered(p), t, layer_inputs))(p, t)
         updates, s = opt.update(grads, s, p)
         return value, optax.apply_updates(p, updates), s
 
