@@ -105,10 +105,21 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def child_env() -> dict[str, str]:
+    """This process's environment without its JAX and XLA settings (each child sets its own devices), except
+    the collective timeouts of XLA:CPU (``--xla_cpu_collective_call_*`` in ``XLA_FLAGS``), which a busy
+    machine needs in every process."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("XLA_", "JAX_"))}
+    keep = [f for f in os.environ.get("XLA_FLAGS", "").split() if f.startswith("--xla_cpu_collective_call_")]
+    if keep:
+        env["XLA_FLAGS"] = " ".join(keep)
+    return env
+
+
 def run_processes(commands: list[list[str]], limit_s: float) -> list[str]:
     """Start one process per command, wait for all within ``limit_s``, and end any left by its PID whatever
     happens; their outputs, or a RuntimeError with the output of the first that failed."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("XLA_", "JAX_"))}
+    env = child_env()
     procs = [subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
              for cmd in commands]
     logs = [""] * len(procs)

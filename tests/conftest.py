@@ -3,7 +3,17 @@
 import contextlib
 import os
 
-import jax
+# XLA:CPU runs a collective of the 8 simulated devices as 8 threads meeting at a rendezvous, and ends the
+# whole process (SIGABRT, "Termination timeout ... Exiting to ensure a consistent program state") when one
+# of them is about a minute late. On a busy 2-core machine (two test runs side by side) a starved thread can
+# be that late with nothing wrong, so the tests give collectives 10 minutes and are told of a slow one after
+# 2; a real hang is caught by each multi-process test's own guard. Set before JAX starts its backend, and
+# carried into the processes the tests start (examples/multihost.py's child_env keeps these flags).
+COLLECTIVE_FLAGS = ("--xla_cpu_collective_call_terminate_timeout_seconds=600 "
+                    "--xla_cpu_collective_call_warn_stuck_timeout_seconds=120")
+os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {COLLECTIVE_FLAGS}".strip()
+
+import jax  # noqa: E402
 
 jax.config.update("jax_num_cpu_devices", 8)
 

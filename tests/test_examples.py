@@ -6,10 +6,12 @@ import subprocess
 import sys
 
 EXAMPLES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples")
+sys.path.insert(0, EXAMPLES)
+from multihost import child_env  # noqa: E402
 
 
 def run_example(name: str, *args: str, timeout: float = 240) -> str:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("XLA_", "JAX_"))}
+    env = child_env()
     proc = subprocess.run([sys.executable, os.path.join(EXAMPLES, name), *args], env=env, capture_output=True,
                           text=True, timeout=timeout)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
