@@ -20,7 +20,7 @@ def first_paragraph(f) -> str:
 @pytest.mark.parametrize("where,rule,jax_home", [
     ("sum", "reduction", "jax.numpy"), ("exp", "elementwise", "jax.numpy"),
     ("add", "elementwise", "jax.numpy"), ("argmax", "single", "jax.numpy"), ("cumsum", "along", "jax.numpy"),
-    ("linalg.det", "lifted", "jax.numpy"), ("nonzero", "positional", "jax.numpy"),
+    ("linalg.det", "lifted", "jax.numpy"), ("unique", "positional", "jax.numpy"),
     ("fft.fft", "lifted", "jax.numpy"), ("lax.cumsum", "lifted", "jax"),
 ])
 def test_help_starts_with_the_rule_for_names(where, rule, jax_home):

@@ -4,7 +4,8 @@
 ``jax.numpy``) and ``named_shape``, spelled as everywhere in nx (``nx.random.normal(..., named_shape=...)``):
 a mapping ``{name: size}``, or a sequence of names whose sizes an enclosing ``nx.xmap`` binds. A mapping
 passed as ``shape`` names every axis. ``nx.arange``, ``nx.linspace``, ``nx.logspace`` and ``nx.geomspace``
-take ``name=`` for their one result axis. Without any name they are exactly ``jax.numpy``'s functions.
+take ``name=`` for their one result axis. ``nx.broadcast_to`` takes ``shape`` and ``named_shape`` the same way
+and adds the named axes to a value's own. Without any name they are exactly ``jax.numpy``'s functions.
 
 The named axes are stored in the order given (the layout rule keeps the order the program wrote), after the
 positional ones. Eagerly each function is the one ``jax.numpy`` call that fills the storage, and under ``jit``
@@ -17,6 +18,8 @@ it traces to the same ``broadcast_in_dim``/``iota``: naming costs nothing.
 dtype('int32')
 >>> nx.arange(4, name="i").unwrap(["i"]).tolist()
 [0, 1, 2, 3]
+>>> nx.broadcast_to(nx.arange(4, name="i"), (), named_shape={"b": 2}).named_shape
+{'b': 2, 'i': 4}
 """
 
 from __future__ import annotations
@@ -28,15 +31,15 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..core import env as _env
-from ..core.array import NamedArray, _make
-from ..core.layout import align
+from ..core.array import NamedArray, _make, to_storage
+from ..core.layout import align, named_sizes
 from ..core.shape import check_name
 from ..core.wrapping import position_to_name
 from ..engine import dispatch as engine
 from ..engine.registry import implements
 from ..errors import AxisSizeError, AxisSpecError, DuplicateAxisError, fmt_names
 
-__all__ = ["zeros", "ones", "empty", "full", "arange", "linspace", "logspace", "geomspace",
+__all__ = ["zeros", "ones", "empty", "full", "broadcast_to", "arange", "linspace", "logspace", "geomspace",
            "named_shape_arg", "shape_args", "NamedShapeLike"]
 
 NamedShapeLike = Mapping[str, int] | Sequence[str] | str | None
@@ -201,6 +204,65 @@ def _full_impl(static, fill):
     names = tuple(n for n, _ in named)
     d = align(fill, names, dict(named), pos=len(pshape))
     return _make(jnp.full(pshape + tuple(s for _, s in named), d, dtype, **dict(kwargs)), names)
+
+
+@implements(jnp.broadcast_to)
+def broadcast_to(array: Any, shape: ShapeLike = (), *, named_shape: NamedShapeLike = None,
+                 out_sharding: Any = None) -> Any:
+    """``array`` broadcast to positional ``shape`` and, by name, to ``named_shape``.
+
+    The result carries ``array``'s names and those of ``named_shape`` (a mapping as ``shape`` names every
+    axis of the result, so the result has no positional axis); a name both have must have one size, else
+    :class:`~namedarray.errors.AxisSizeError`. A new name repeats the value along it. The positional shape
+    broadcasts as in ``jnp.broadcast_to``: ``array``'s must broadcast to ``shape`` (NumPy's rules), which
+    is the result's. Without any name (``array`` plain, no ``named_shape``) this is ``jnp.broadcast_to``.
+
+    >>> import namedarray as nx, jax.numpy as jnp
+    >>> x = nx.wrap(jnp.arange(3.0), ["k"])
+    >>> y = nx.broadcast_to(x, (2,), named_shape={"b": 4})
+    >>> y.shape, y.named_shape
+    ((2,), {'b': 4, 'k': 3})
+    >>> nx.broadcast_to(x, {"b": 2, "k": 3}).unwrap(["b", "k"]).tolist()
+    [[0.0, 1.0, 2.0], [0.0, 1.0, 2.0]]
+    """
+    where = "nx.broadcast_to"
+    if type(array) is not NamedArray and named_shape is None and not isinstance(shape, Mapping):
+        return jnp.broadcast_to(array, shape, out_sharding=out_sharding)
+    if out_sharding is not None:
+        raise TypeError(f"{where}: out_sharding lays out positional storage; a value with names is laid out "
+                        "by name: broadcast, then x.shard(...) (or nx.shard)")
+    pshape, named = shape_args(shape, named_shape, where)
+    named = named or {}
+    x = array if type(array) is NamedArray else _make(to_storage(array, where, "array"), ())
+    own = named_sizes(x)
+    for n, s in named.items():
+        if n in own and own[n] != s:
+            raise AxisSizeError(f"{where}: axis {n!r} has size {own[n]} in the array but size {s} in the "
+                                f"requested named shape")
+    try:
+        fits = np.broadcast_shapes(x.shape, pshape) == pshape
+    except ValueError:
+        fits = False
+    if not fits:
+        hint = ""
+        if isinstance(shape, Mapping):
+            hint = (f"; a mapping as shape names every axis of the result, so the positional ones must go: "
+                    f"to keep them, nx.broadcast_to(x, {x.shape}, named_shape={dict(shape)!r})")
+        raise AxisSizeError(f"{where}: the array's positional shape {x.shape} (named axes "
+                            f"{fmt_names(x.names) or 'none'}) does not broadcast to shape {pshape}{hint}")
+    new = tuple((n, s) for n, s in named.items() if n not in own)
+    if not new and pshape == x.shape:
+        return x
+    return engine.run(_broadcast_impl, (pshape, new), (x,))
+
+
+def _broadcast_impl(static, x):
+    pshape, new = static
+    names = x.names + tuple(n for n, _ in new)
+    d = align(x, names, pos=len(pshape))  # x's positional axes right-aligned, size 1 where new
+    k = len(x.names)
+    full = pshape + tuple(d.shape[len(pshape):len(pshape) + k]) + tuple(s for _, s in new)
+    return _make(jnp.broadcast_to(d, full), names)
 
 
 # --------------------------------------------------------------------------------------------------------

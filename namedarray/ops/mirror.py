@@ -7,19 +7,27 @@ Each function is *declared* here once, by what its axis arguments mean, and buil
   a ``where=`` mask broadcasts by name like any operand (``trapezoid`` has its own declaration);
 * ``ALONG``: operations along one axis that keep it (``cumsum``, ``sort``, ``flip``, ...), by position or
   name;
-* ``VALUE_DEPENDENT``: output size depends on values, so they cannot vectorise over names;
+* ``VALUE_DEPENDENT``: output size depends on values, so they cannot vectorise over names: they take values
+  without named axes (a NamedArray without names gives NamedArrays without names);
+* ``WHOLE``: predicates about whole values, written out below: ``array_equal``, ``array_equiv`` and
+  ``allclose`` compare every axis, named shapes included, and return one 0-d truth value; ``isin`` tests
+  membership in the whole of ``test_elements``;
 * ``PASSTHROUGH``: not array functions (dtypes, constants, ``finfo``, ...), re-exported as they are;
 * ``DTYPE_QUERIES``: ``can_cast``, ``result_type``, ...: they look at a NamedArray's dtype only;
 * everything else is lifted with :func:`namedarray.nmap`: it runs as if vmapped over every named axis, and
   its integer axis arguments keep their positional meaning.
 
 Declarations for contractions and other operations with richer axis semantics (``einsum``, ``dot``,
-``concatenate``, ``stack``, ``take``, ...) live in their own modules and override the lifted defaults.
+``concatenate``, ``stack``, ``take``, ...) live in their own modules and override the lifted defaults;
+``broadcast_to`` (:mod:`~namedarray.ops.creation`) and ``tile`` (:mod:`~namedarray.ops.structural`) take
+names too and are re-exported from here, in place of their lifted defaults.
 
 >>> import namedarray as nx, jax.numpy as jnp
 >>> x = nx.wrap(jnp.arange(6.0).reshape(2, 3), ["a", "b"])
 >>> nx.sum(x, "b").named_shape, nx.cumsum(x, axis="a").named_shape
 ({'a': 2}, {'a': 2, 'b': 3})
+>>> bool(nx.array_equal(x, nx.wrap(jnp.arange(6.0).reshape(2, 3).T, ["b", "a"])))  # any storage order
+True
 """
 
 from __future__ import annotations
@@ -31,21 +39,26 @@ import operator
 import sys
 import types
 from collections.abc import Callable
+from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ..core import env as _env
 from ..core import kernels
-from ..core.array import NamedArray
+from ..core.array import NamedArray, _make, to_storage
+from ..core.layout import named_sizes
 from ..core.shape import join_sizes
 from ..core.wrapping import name_to_position
 from ..engine import dispatch as engine
 from ..engine import lifting as lifted
 from ..engine import registry
 from ..engine.docstrings import document
-from ..errors import PositionalMisuseError, fmt_names
+from ..errors import AxisSpecError, PositionalMisuseError, fmt_names
 from . import norms  # noqa: F401  (declares nx.linalg.norm and vector_norm, which nx.linalg holds)
+from .creation import broadcast_to  # noqa: F401  (nx.broadcast_to: exported from here, see WRITTEN_ELSEWHERE)
+from .structural import tile  # noqa: F401  (nx.tile: exported from here, see WRITTEN_ELSEWHERE)
 
 UNARY = """
 abs absolute acos acosh angle arccos arccosh arcsin arcsinh arctan arctanh around asin asinh atan atanh
@@ -91,6 +104,11 @@ unsignedinteger character flexible
 
 SUBMODULES = ("linalg", "fft")
 DTYPE_QUERIES = "can_cast result_type iscomplexobj isrealobj".split()
+
+# whole-value predicates, written out below (not generated)
+WHOLE = ("allclose", "array_equal", "array_equiv", "isin")
+# named implementations of other ops modules that the mirror exports in place of a generated default
+WRITTEN_ELSEWHERE = ("broadcast_to", "tile")
 
 # jax.numpy names that nx uses for something else: nx.unwrap is the inverse of nx.wrap (phase unwrapping
 # stays jnp.unwrap, and np.unwrap of a NamedArray lifts it)
@@ -320,10 +338,54 @@ def _value_dependent(fn: Callable, name: str) -> Callable:
     where = f"nx.{name}"
 
     @functools.wraps(fn)
-    def f(a, *args, **kwargs):
-        return engine.positional_only(lambda d: fn(d, *args, **kwargs), a, where)
+    def f(*args, **kwargs):
+        return _positional_call(fn, args, kwargs, where)
 
     return f
+
+
+def _positional_call(fn: Callable, args: tuple, kwargs: dict, where: str) -> Any:
+    """``fn`` on positional values, for functions whose output size depends on the values (``unique``).
+
+    They cannot map over names, and NumPy's flattening (``unique``, ``flatnonzero``, ``setdiff1d``, ...) would
+    need an order of the named axes, so an argument with named axes is a :class:`PositionalMisuseError`
+    naming it. NamedArrays without names are computed on positionally, and the results are NamedArrays
+    without names (tuples and named tuples of them keep their type); plain arrays give jax's results.
+
+    >>> import namedarray as nx, jax.numpy as jnp
+    >>> nx.unique(nx.wrap(jnp.array([3, 1, 3]))).tolist()
+    [1, 3]
+    >>> x = nx.wrap(jnp.array([[3, 1], [1, 2]]), ["a", "b"])
+    >>> nx.unique(x.untag("a", "b"), size=3).tolist()   # flattened in the order the names are given
+    [1, 2, 3]
+    """
+    named = False
+
+    def positional(v, label):
+        nonlocal named
+        if type(v) is not NamedArray:
+            return v
+        if v.names:
+            order = ", ".join(repr(n) for n in v.names)
+            raise PositionalMisuseError(
+                f"{where}: {label} has named axes {fmt_names(v.names)} (positional shape {v.shape}); its "
+                f"output size depends on the values, so it cannot map over names, and where it flattens it "
+                f"would need an order for them. Make them positional in the order you mean first: "
+                f"x.untag({order})")
+        named = True
+        return v.data
+
+    axis = kwargs.get("axis")
+    if isinstance(axis, str):
+        raise AxisSpecError(f"{where}: axis={axis!r} is a name, but {where} takes positional axes only (its "
+                            f"output size depends on the values); make the axis positional first: "
+                            f"x.untag({axis!r}) puts it last")
+    args = tuple(positional(v, f"argument {i}") for i, v in enumerate(args))
+    kwargs = {k: positional(v, f"keyword argument {k!r}") for k, v in kwargs.items()}
+    out = fn(*args, **kwargs)
+    if not named:
+        return out
+    return jax.tree.map(lambda o: _make(o, ()) if isinstance(o, jax.Array) else o, out)
 
 
 def _lifted(fn: Callable, name: str) -> Callable:
@@ -332,9 +394,8 @@ def _lifted(fn: Callable, name: str) -> Callable:
 
 
 def _where(condition, x=None, y=None, /, *, size=None, fill_value=None):
-    if x is None and y is None:
-        return engine.positional_only(lambda d: jnp.where(d, size=size, fill_value=fill_value),
-                                      condition, "nx.where")
+    if x is None and y is None:  # nonzero: its output size depends on the values
+        return _positional_call(jnp.where, (condition,), {"size": size, "fill_value": fill_value}, "nx.where")
     return engine.elementwise(jnp.where, (condition, x, y), "nx.where")
 
 
@@ -384,6 +445,154 @@ def _size(a, axis: int | tuple[int, ...] | None = None) -> int:
     return math.prod(a.shape[i] for i in (axis if isinstance(axis, (tuple, list)) else (axis,)))
 
 
+# --------------------------------------------------------------------------------------------------------
+# Whole-value predicates
+
+
+def _operand(v: Any, where: str, what: str) -> NamedArray:
+    return v if type(v) is NamedArray else _make(to_storage(v, where, what), ())
+
+
+def _free(sizes: dict[str, int]) -> dict[str, int]:
+    """The named sizes a predicate compares whole: every name but those an enclosing ``nx.xmap`` or
+    ``nx.shard_map`` binds, which stay per element (a body sees one element of each bound name)."""
+    bound = _env.current().sizes
+    return {n: s for n, s in sizes.items() if n not in bound} if bound else sizes
+
+
+def _verdict(false: bool, op: Callable, where: str, operands: tuple, kwargs: tuple) -> NamedArray:
+    if false:  # the shapes alone decide: a constant, per element of the bound names
+        sizes = {n: s for v in operands if type(v) is NamedArray for n, s in named_sizes(v).items()}
+        kept = tuple(n for n in sizes if n not in _free(sizes))
+        return _make(jnp.zeros(tuple(sizes[n] for n in kept), bool), kept)
+    return engine.run(_whole_impl, (op, kwargs, where), operands)
+
+
+def _whole_impl(static, *operands):
+    op, kwargs, where = static
+    same = engine.elementwise(op, operands, where, kwargs)
+    if type(same) is not NamedArray:
+        same = _make(same, ())
+    names = tuple(_free(named_sizes(same)))
+    return engine.reduce(jnp.all, same, tuple(range(same.ndim)) + names, where)
+
+
+def _equal_nan(a, b):
+    return (a == b) | (jnp.isnan(a) & jnp.isnan(b))
+
+
+def _broadcastable(*shapes: tuple[int, ...]) -> bool:
+    try:
+        np.broadcast_shapes(*shapes)
+    except ValueError:
+        return False
+    return True
+
+
+@registry.implements(jnp.array_equal)
+def array_equal(a1: Any, a2: Any, equal_nan: bool = False) -> Any:
+    """Whether ``a1`` and ``a2`` are the same value: the same named shape (names and sizes, in any storage
+    order), the same positional shape, and equal elements (NaNs equal with ``equal_nan``).
+
+    The result is a 0-d NamedArray without names, as ``jnp.array_equal``'s is a 0-d array, so ``bool()``
+    takes it; a different shape gives False, not an error, as in NumPy. Names bound by an enclosing
+    ``nx.xmap`` (or ``nx.shard_map``) are per element there, as in xmap: the result keeps them. Without a
+    NamedArray operand this is ``jnp.array_equal``.
+
+    >>> import namedarray as nx, jax.numpy as jnp
+    >>> x = nx.ones({"a": 2, "b": 3})
+    >>> bool(nx.array_equal(x, nx.ones({"b": 3, "a": 2}))), bool(nx.array_equal(x, nx.ones(())))
+    (True, False)
+    """
+    where = "nx.array_equal"
+    if type(a1) is not NamedArray and type(a2) is not NamedArray:
+        return jnp.array_equal(a1, a2, equal_nan=equal_nan)
+    a, b = _operand(a1, where, "a1"), _operand(a2, where, "a2")
+    differ = a.shape != b.shape or _free(named_sizes(a)) != _free(named_sizes(b))
+    return _verdict(differ, _equal_nan if equal_nan else jnp.equal, where, (a, b), ())
+
+
+@registry.implements(jnp.array_equiv)
+def array_equiv(a1: Any, a2: Any) -> Any:
+    """Whether ``a1`` and ``a2`` are equal once one is broadcast to the other, as ``np.array_equiv`` says.
+
+    By name, one operand's named shape must hold the other's (each name of the smaller one, with the same
+    size), so that the smaller broadcasts into the larger: values over different names (``{"a": 2}`` and
+    ``{"c": 4}``) are not equivalent, whatever their elements. Positional shapes must broadcast together by
+    NumPy's rules, as in ``np.array_equiv``. Shapes that do not fit give False, not an error.
+
+    The result is a 0-d NamedArray without names (``bool()`` takes it); names bound by an enclosing
+    ``nx.xmap`` stay per element. Without a NamedArray operand this is ``jnp.array_equiv``.
+
+    >>> import namedarray as nx
+    >>> x = nx.ones({"a": 2, "b": 3})
+    >>> bool(nx.array_equiv(x, nx.ones({"b": 3}))), bool(nx.array_equiv(x, 1.0))
+    (True, True)
+    >>> bool(nx.array_equiv(x, nx.ones({"c": 4}))), bool(nx.array_equiv(x, nx.ones({"b": 4})))
+    (False, False)
+    """
+    where = "nx.array_equiv"
+    if type(a1) is not NamedArray and type(a2) is not NamedArray:
+        return jnp.array_equiv(a1, a2)
+    a, b = _operand(a1, where, "a1"), _operand(a2, where, "a2")
+    sa, sb = _free(named_sizes(a)).items(), _free(named_sizes(b)).items()
+    fits = (sa <= sb or sb <= sa) and _broadcastable(a.shape, b.shape)
+    return _verdict(not fits, jnp.equal, where, (a, b), ())
+
+
+@registry.implements(jnp.allclose)
+def allclose(a: Any, b: Any, rtol: Any = 1e-05, atol: Any = 1e-08, equal_nan: bool = False) -> Any:
+    """Whether ``a`` and ``b`` are close everywhere: ``nx.isclose`` (which broadcasts by name, as
+    ``np.allclose`` broadcasts) true at every element of every axis, named and positional.
+
+    Operands broadcast as for any elementwise function: a name one operand lacks is broadcast along, a name
+    with two sizes is an :class:`~namedarray.errors.AxisSizeError`, and positional shapes follow NumPy's
+    rules. ``rtol`` and ``atol`` may be arrays, broadcast the same way. The result is a 0-d NamedArray
+    without names (``bool()`` takes it); names bound by an enclosing ``nx.xmap`` stay per element. Without a
+    NamedArray operand this is ``jnp.allclose``.
+
+    >>> import namedarray as nx, jax.numpy as jnp
+    >>> x = nx.wrap(jnp.array([[1.0, 2.0], [3.0, 4.0]]), ["a", "b"])
+    >>> bool(nx.allclose(x, nx.wrap(jnp.array([[1.0, 3.0], [2.0, 4.0]]), ["b", "a"]) + 1e-9))  # by name
+    True
+    >>> bool(nx.allclose(x, nx.wrap(jnp.array([[1.0, 2.0], [3.0, 4.0]]), ["b", "a"])))
+    False
+    """
+    where = "nx.allclose"
+    operands = (a, b, rtol, atol)
+    if not any(type(v) is NamedArray for v in operands):
+        return jnp.allclose(a, b, rtol, atol, equal_nan)
+    a, b = _operand(a, where, "a"), _operand(b, where, "b")
+    return _verdict(False, jnp.isclose, where, (a, b, rtol, atol), (("equal_nan", bool(equal_nan)),))
+
+
+@registry.implements(jnp.isin)
+def isin(element: Any, test_elements: Any, assume_unique: bool = False, invert: bool = False, *,
+         method: str = "auto") -> Any:
+    """Elementwise over ``element``: whether each element occurs in ``test_elements``, as a whole.
+
+    ``test_elements`` is a set of values: its positional axes and the names that ``element`` lacks are all
+    searched (their order does not matter to membership). A name both carry matches element to element, as
+    everywhere: each element is looked for among the test values at its own position along that name. The
+    result has ``element``'s named and positional shape (and the shared names). Names bound by an enclosing
+    ``nx.xmap`` stay per element.
+
+    >>> import namedarray as nx, jax.numpy as jnp
+    >>> x = nx.wrap(jnp.array([1, 2, 3]), ["k"])
+    >>> table = nx.wrap(jnp.array([[1, 5], [7, 3]]), ["r", "c"])
+    >>> nx.isin(x, table).unwrap(["k"]).tolist()
+    [True, False, True]
+    """
+    where = "nx.isin"
+    if type(test_elements) is NamedArray:
+        own = element.names if type(element) is NamedArray else ()
+        bound = _env.current().sizes
+        for n in [n for n in test_elements.names if n not in own and n not in bound]:
+            test_elements = name_to_position(test_elements, n, where=where)  # one more axis of the set
+    return engine.lift(jnp.isin, (element, test_elements),
+                       {"assume_unique": assume_unique, "invert": invert, "method": method}, where)
+
+
 def build() -> dict[str, Callable]:
     """Every ``nx.<f>`` the mirror declares, by name (``namedarray`` exports them).
 
@@ -393,7 +602,7 @@ def build() -> dict[str, Callable]:
     """
     out: dict[str, Callable] = {}
     for name in dir(jnp):
-        if name.startswith("_") or name in EXCLUDED:
+        if name.startswith("_") or name in EXCLUDED or name in WHOLE or name in WRITTEN_ELSEWHERE:
             continue
         obj = getattr(jnp, name)
         if isinstance(obj, type) or not callable(obj) or name in PASSTHROUGH:
@@ -434,9 +643,10 @@ for _name, _f in FUNCTIONS.items():
     if callable(_f) and not isinstance(_f, type) and callable(getattr(jnp, _name, None)):
         registry.declare_default(getattr(jnp, _name), _f)
 
-# The generated mirror, listed here and nowhere else: ``from namedarray.ops.mirror import *`` binds every
-# name (the package root does, before its named implementations replace some of them).
-__all__ = sorted(FUNCTIONS)
+# The generated mirror and the functions written out here, listed here and nowhere else: ``from
+# namedarray.ops.mirror import *`` binds every name (the package root does, before its named implementations
+# replace some of them).
+__all__ = sorted({*FUNCTIONS, *WHOLE, *WRITTEN_ELSEWHERE})
 
 
 def __getattr__(name: str):

@@ -1,5 +1,5 @@
-"""Operations whose axis argument can create, join, select or pad along a *name*: concatenate, stack, take,
-pad.
+"""Operations whose axis argument can create, join, select, pad or tile along a *name*: concatenate, stack,
+take, pad, tile.
 
 Each one moves the named axis to a positional slot (``untag``), applies the positional jax function lifted
 over the other names, and names the axis again (``tag``), inside one engine kernel.
@@ -29,7 +29,7 @@ from ..engine import dispatch as engine
 from ..engine.registry import implements
 from ..errors import AxisSizeError, AxisSpecError, DuplicateAxisError, PositionalAxisError, fmt_names, no_axis
 
-__all__ = ["concatenate", "concat", "stack", "take", "append", "pad"]
+__all__ = ["concatenate", "concat", "stack", "take", "append", "pad", "tile"]
 
 
 def _require_named(arrays, name, where):
@@ -264,3 +264,84 @@ def pad(array: Any, pad_width: Any, mode: Any = "constant", **kwargs: Any) -> An
                                 f"after) pair for every padded axis (got {v!r}); per-axis values count "
                                 "positions, which a mapping does not")
     return engine.run(_pad_impl, (tuple(widths), mode, tuple(sorted(kwargs.items()))), (array,))
+
+
+def _tile_impl(static, x):
+    by_pos, by_name = static
+    p = x.data.ndim - len(x.names)
+    reps = [1] * x.data.ndim
+    for i, k in by_pos:
+        reps[i] = k
+    for n, k in by_name:
+        reps[p + x.names.index(n)] = k
+    return _make(jnp.tile(x.data, reps), x.names)
+
+
+def _count(k: Any, axis: Any, where: str) -> int:
+    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 0:
+        raise AxisSpecError(f"{where}: the repetition count of axis {axis!r} must be a non-negative int, got "
+                            f"{k!r}")
+    return int(k)
+
+
+@implements(jnp.tile)
+def tile(A: Any, reps: Any) -> Any:
+    """``jnp.tile``, where ``reps`` may also be a mapping ``{axis: count}`` whose keys are names or
+    positions: the whole axis is repeated ``count`` times along itself (``[a, b]`` tiled twice is
+    ``[a, b, a, b]``), and keeps its name with ``count`` times the size; the axes it leaves out are not tiled.
+
+    Every name in ``reps`` must be one the value carries (:class:`~namedarray.errors.AxisSpecError`
+    otherwise): to repeat a value along a new named axis, broadcast it,
+    ``nx.broadcast_to(x, x.shape, named_shape={name: count})``. ``reps`` that is not a mapping counts
+    positional axes, as ``jnp.tile``'s does (lifted over the names; extra counts add leading positional
+    axes); on a value whose axes are all named that would tile nothing of it, so it is an error there
+    (outside ``nx.xmap`` bodies, whose values are per element).
+
+    >>> import namedarray as nx, jax.numpy as jnp
+    >>> x = nx.wrap(jnp.arange(6).reshape(2, 3), ["h", "w"])
+    >>> nx.tile(x, {"w": 2}).unwrap(["h", "w"]).tolist()
+    [[0, 1, 2, 0, 1, 2], [3, 4, 5, 3, 4, 5]]
+    """
+    where = "nx.tile"
+    if not isinstance(A, NamedArray):
+        if isinstance(reps, Mapping):
+            raise AxisSpecError(f"{where}: reps maps axes {list(reps)!r}, but the array has no names; give "
+                                "counts by position (a sequence), as jnp.tile takes them")
+        return jnp.tile(A, reps)
+    if not isinstance(reps, Mapping):
+        if A.names and not A.ndim and not _env.current().sizes:
+            n = A.names[0]
+            raise PositionalAxisError(
+                f"{where}: reps={reps!r} counts positional axes, and this value has none (its axes are all "
+                f"named: {fmt_names(A.names)}), so it would add new positional axes and tile nothing of it. "
+                f"Tile by name: reps={{{n!r}: ...}}; to add a positional axis, "
+                f"nx.broadcast_to(x, (k,))")
+        return engine.lift(jnp.tile, (A, reps), {}, where)
+    p = A.ndim
+    env = _env.current()
+    by_pos: dict[int, int] = {}
+    by_name: dict[str, int] = {}
+    for axis, k in reps.items():
+        if isinstance(axis, str):
+            if axis not in A.names:
+                raise AxisSpecError(
+                    f"{where}: reps names axis {axis!r}, which the value does not carry (it has "
+                    f"{fmt_names(A.names) or 'no names'}); to repeat the value along a new named axis, "
+                    f"nx.broadcast_to(x, x.shape, named_shape={{{axis!r}: {k!r}}})")
+            k = _count(k, axis, where)
+            env.require_whole((axis,), where)  # tiling each block of a split name would interleave them
+            if k != 1 and env.is_bound(axis):
+                raise AxisSizeError(f"{where}: tiling axis {axis!r} {k} times would make it "
+                                    f"{k * A.named_shape[axis]} long, but an enclosing nx.xmap binds it to "
+                                    f"{env.size(axis)}")
+            by_name[axis] = k
+        elif isinstance(axis, (int, np.integer)) and not isinstance(axis, bool) and -p <= axis < p:
+            if int(axis) % p in by_pos:
+                raise DuplicateAxisError(f"{where}: reps gives positional axis {int(axis) % p} twice")
+            by_pos[int(axis) % p] = _count(k, axis, where)
+        else:
+            raise AxisSpecError(f"{where}: reps key {axis!r} is neither a name of the value "
+                                f"({fmt_names(A.names) or 'none'}) nor one of its {p} positional axes")
+    if all(k == 1 for k in (*by_pos.values(), *by_name.values())):
+        return A
+    return engine.run(_tile_impl, (tuple(sorted(by_pos.items())), tuple(sorted(by_name.items()))), (A,))

@@ -487,7 +487,7 @@ def _terms(side: _Side) -> list[_Axis]:
     return [a for a in side.positional if a != _ELLIPSIS] + list(side.named)
 
 
-def rearrange(x: NamedArray, spec: str, **sizes: int) -> NamedArray:
+def rearrange(x: NamedArray, spec: str, /, **sizes: int) -> NamedArray:
     """Move, merge and split axes, positional and named, as ``spec`` says (einops-style).
 
     The spec is ``input -> result``. Each side is a list of terms separated by spaces:
@@ -505,7 +505,8 @@ def rearrange(x: NamedArray, spec: str, **sizes: int) -> NamedArray:
     ``embed`` into ``h`` and ``d``); on the right, a positional identifier makes that axis positional and one
     in braces makes it the named axis of that name (``{embed:(h d)}`` merges ``h`` and ``d`` into ``embed``).
     Named axes of ``x`` that the left side does not mention are kept as they are. Sizes that a split needs
-    come from ``**sizes`` (one unknown per group is inferred).
+    come from ``**sizes`` (one unknown per group is inferred). ``x`` and ``spec`` are positional-only, so
+    any identifier (``x``, ``spec``, ...) can be given a size.
 
     ========================================  ===============================================
     ``"{batch, seq} -> batch seq"``            names to positions
@@ -526,6 +527,8 @@ def rearrange(x: NamedArray, spec: str, **sizes: int) -> NamedArray:
     >>> bool(nx.all(nx.rearrange(y, "b {heads, hd} -> {batch:(b), embed:(heads hd)}") == x,
     ...             axis=("batch", "seq", "embed")))
     True
+    >>> nx.rearrange(nx.ones({"H": 6}), "{H:(x y)} -> {x, y}", x=2).named_shape
+    {'x': 2, 'y': 3}
     """
     where = "nx.rearrange"
     x = _named(x, where)
