@@ -30,9 +30,20 @@ from .core.wrapping import rename, unwrap, wrap  # noqa: E402
 from .engine.nmap import nmap  # noqa: E402
 from .interop.formats import from_xarray, load_safetensors, restore_checkpoint, save_safetensors  # noqa: E402
 from .ops.contract import dot, inner, matmul, outer, pdot, tensordot, vdot  # noqa: E402
-from .ops.creation import arange, empty, full, geomspace, linspace, logspace, ones, zeros  # noqa: E402
+from .ops.creation import (  # noqa: E402
+    arange,
+    broadcast_to,
+    empty,
+    full,
+    geomspace,
+    linspace,
+    logspace,
+    ones,
+    zeros,
+)
 from .ops.einsum import einsum  # noqa: E402
-from .ops.structural import append, concat, concatenate, pad, stack, take  # noqa: E402
+from .ops.indexing import argwhere, ds, dynamic_slice, dynamic_update_slice, nonzero, where  # noqa: E402
+from .ops.structural import append, concat, concatenate, pad, stack, take, tile  # noqa: E402
 from .ops.surgery import flatten, rearrange, split, tag, unbind, unflatten, untag  # noqa: E402
 from .sharding.collectives import (  # noqa: E402
     all_gather,
@@ -62,12 +73,13 @@ __all__ = sorted({*_MIRROR, "errors", "lax", "nn", "random", "typing", "env", "S
                   "fix_canonical_order", "reset_canonical_orders", "NamedShape", "rename", "unwrap", "wrap",
                   "nmap", "from_xarray", "load_safetensors", "restore_checkpoint", "save_safetensors",
                   "dot", "inner", "matmul", "outer", "pdot", "tensordot", "vdot", "arange", "empty", "full",
-                  "geomspace", "linspace", "logspace", "ones", "zeros", "einsum", "append", "concat",
-                  "concatenate", "pad", "stack", "take", "flatten", "rearrange", "split", "tag", "unbind",
-                  "unflatten", "untag", "all_gather", "all_to_all", "axis_index", "axis_size", "pmax",
-                  "pmean", "pmin", "ppermute", "pshuffle", "psum", "psum_scatter", "from_process_local",
-                  "jit", "shard", "sharding", "visualize_sharding", "shard_map", "grad", "value_and_grad",
-                  "map", "scan"})
+                  "geomspace", "linspace", "logspace", "ones", "zeros", "broadcast_to", "einsum", "argwhere",
+                  "ds", "dynamic_slice", "dynamic_update_slice", "nonzero", "where", "append", "concat",
+                  "concatenate", "pad", "stack", "take", "tile", "flatten", "rearrange", "split", "tag",
+                  "unbind", "unflatten", "untag", "all_gather", "all_to_all", "axis_index", "axis_size",
+                  "pmax", "pmean", "pmin", "ppermute", "pshuffle", "psum", "psum_scatter",
+                  "from_process_local", "jit", "shard", "sharding", "visualize_sharding", "shard_map",
+                  "grad", "value_and_grad", "map", "scan"})
 
 
 def __dir__():

@@ -3,23 +3,42 @@
 ``x.at[index].set(values)`` is ``x`` with ``x[index]`` replaced, as ``jax.Array.at`` is; likewise ``add``,
 ``subtract``, ``multiply``, ``divide``, ``power``, ``min``, ``max``, ``apply(ufunc)`` and ``get()``. The
 index is what ``x[index]`` takes: positional indices for the positional axes (NumPy's rules), a dict for
-named axes (``{"seq": 3}`` drops the axis from the region, ``{"seq": slice(0, 4)}`` or an index array keeps
-it), or both in one tuple (``x.at[{"seq": slice(0, 4)}, 1]``). A NamedArray index gathers by name, as in
-``x[...]``: a name it shares with ``x`` pairs the two up (``x.at[{"seq": lengths}]`` with ``lengths`` named
-``batch`` selects one position per batch element).
+named axes (``{"seq": 3}`` drops the axis from the region; ``{"seq": slice(0, 4)}``, an index array or
+``{"seq": nx.ds(i, 4)}``, a dynamic slice with a traced start, keep it; ``{"new": None}`` adds a size-1
+axis to the region), or both in one tuple (``x.at[{"seq": slice(0, 4)}, 1]``). A NamedArray index gathers
+by name, as in ``x[...]``: a name it shares with ``x`` pairs the two up (``x.at[{"seq": lengths}]`` with
+``lengths`` named ``batch`` selects one position per batch element), and its positional axes are
+advanced-index axes (see :mod:`namedarray.ops.indexing`).
 
-The *region* is ``x[index]``. ``values`` broadcast to it by name: their names must be among the region's
-(with the same sizes) and their positional shape must broadcast to the region's positional shape. ``mode``,
-``indices_are_sorted``, ``unique_indices`` and ``fill_value`` (for ``get``) mean what they mean for jax.
+The *region* is ``x[index]`` (``.get()`` returns it). ``values`` broadcast to it by name and their
+positional shape must broadcast to the region's positional shape.
+
+**Names: the union rule.** As every other operation, an update's result carries the union of the names of
+``x``, of the index arrays and of ``values``: where an index array or ``values`` carries a name that ``x``
+lacks, ``x`` is first broadcast along it, so that each slice along that name is its own updated copy of
+``x``. With ``a`` over ``{foo, bar}``, ``a.at[{"bar": i}].add(v)`` with ``i`` and ``v`` over ``{qux}`` is
+over ``{qux, foo, bar}``, and its slice ``qux=k`` is ``a.at[{"bar": i[k]}].add(v[k])``; ``.get()`` keeps
+``qux`` as well. A name of ``x`` that an integer index selects away cannot appear in ``values``. A
+``{"new": None}`` axis belongs to the region only: the result has ``x``'s names (as ``x.at[None]`` has
+``x``'s shape in NumPy).
+
+``mode``, ``indices_are_sorted``, ``unique_indices`` and ``fill_value`` (for ``get``) mean what they mean
+for jax. An ``nx.ds`` window is clamped into the axis as ``jax.lax.dynamic_slice`` clamps (never out of
+bounds), whatever ``mode`` says.
 
 Eagerly an update is one cached kernel (one ``scatter`` on the storage, whatever order it holds its names in;
-an integer index is an operand, so a loop over positions reuses it); under ``jit`` it is that ``scatter``.
+an integer index is an operand, so a loop over positions reuses it); under ``jit`` it is that ``scatter``
+(a ``dynamic_slice`` and ``dynamic_update_slice`` around it for an ``nx.ds`` window).
 
 >>> import namedarray as nx, jax.numpy as jnp
 >>> cache = nx.zeros({"batch": 2, "seq": 4})
 >>> step = nx.wrap(jnp.array([1.0, 2.0]), ["batch"])
 >>> cache.at[{"seq": 1}].set(step).unwrap(["batch", "seq"]).tolist()
 [[0.0, 1.0, 0.0, 0.0], [0.0, 2.0, 0.0, 0.0]]
+>>> a = nx.zeros({"foo": 2, "bar": 3})
+>>> out = a.at[{"bar": nx.arange(2, name="qux") + 1}].add(100.0 + 100.0 * nx.arange(2, name="qux"))
+>>> out.named_shape, out.unwrap(["qux", "foo", "bar"])[:, 0].tolist()
+({'bar': 3, 'foo': 2, 'qux': 2}, [[0.0, 100.0, 0.0], [0.0, 0.0, 200.0]])
 """
 
 from __future__ import annotations
@@ -34,9 +53,16 @@ import numpy as np
 from ..core import env as _env
 from ..core.array import NamedArray, _make, transpose
 from ..core.layout import align, pos_ndim
-from ..core.shape import join_sizes
+from ..core.shape import check_name, join_sizes
 from ..engine import dispatch as engine
-from ..errors import AxisSizeError, AxisSpecError, PositionalMisuseError, fmt_names, no_axis
+from ..errors import (
+    AxisSizeError,
+    AxisSpecError,
+    DuplicateAxisError,
+    PositionalMisuseError,
+    fmt_names,
+    no_axis,
+)
 from . import indexing
 
 __all__ = ["AtIndexer", "IndexUpdateRef", "getitem"]
@@ -45,7 +71,18 @@ _SCALAR_INTS = (int, np.integer)
 
 
 class AtIndexer:
-    """``x.at``: ``x.at[index]`` is an :class:`IndexUpdateRef`."""
+    """``x.at``: ``x.at[index]`` is an :class:`IndexUpdateRef`.
+
+    An update's result carries the union of the names of ``x``, of the index arrays and of the values:
+    ``x`` is broadcast along the names only the index or the values carry, each slice along them its own
+    updated copy, so that ``.get()`` and the updates agree (see :mod:`namedarray.ops.updates`).
+
+    >>> import namedarray as nx
+    >>> a = nx.zeros({"foo": 2, "bar": 3})
+    >>> i = nx.arange(2, name="qux")
+    >>> a.at[{"bar": i}].get().named_shape, a.at[{"bar": i}].set(1.0).named_shape
+    ({'foo': 2, 'qux': 2}, {'bar': 3, 'foo': 2, 'qux': 2})
+    """
 
     __slots__ = ("x",)
 
@@ -172,8 +209,15 @@ def _template(x: NamedArray, index: Any, where: str) -> tuple[tuple, tuple, list
     for i in positional:
         pos_entries += _entries(i, arrays, where, None)
     named_entries = []
-    _env.current().require_whole(named, where)
+    _env.current().require_whole([n for n, i in named.items() if i is not None], where)
     for n, i in named.items():
+        if i is None:  # a new axis of size 1, named
+            check_name(n, where)
+            if n in x.names:
+                raise DuplicateAxisError(f"{where}: {{{n!r}: None}} adds an axis {n!r}, but the array "
+                                         "already has one")
+            named_entries.append((n, _NEW))
+            continue
         if n not in x.names:
             raise no_axis(where, n, x.names)
         (entry,) = _entries(i, arrays, where, n, x.named_shape[n])
@@ -189,6 +233,9 @@ def _entries(i: Any, arrays: list, where: str, name: str | None, size: int | Non
         return [("none",) if i is None else ("ellipsis",)]
     if isinstance(i, slice):
         return [("slice", i.start, i.stop, i.step)]
+    if isinstance(i, indexing.ds):  # its start is an operand (traced or not), its size static
+        arrays.append(indexing._start(i.start, where, name))
+        return [("ds", len(arrays) - 1, i.size)]
     if indexing._is_bool_scalar(i):
         raise AxisSpecError(f"{where}: a boolean scalar index is not supported by .at[] (it would add an "
                             "axis); use nx.where(condition, new, x)")
@@ -202,9 +249,9 @@ def _entries(i: Any, arrays: list, where: str, name: str | None, size: int | Non
                     f"{where}: a boolean NamedArray index with named axes {fmt_names(i.names)} selects a "
                     "value-dependent number of elements; use nx.where(mask, new, x) instead")
             i = i.data
-        elif name is not None and i.shape:
-            raise AxisSpecError(f"{where}: a NamedArray index for axis {name!r} must have no positional axes "
-                                f"(got shape {i.shape}); name them so they broadcast by name")
+        elif np.dtype(i.dtype).kind not in "iu":
+            raise AxisSpecError(f"{where}: index arrays must be integers or booleans, got a NamedArray of "
+                                f"dtype {i.dtype}")
         else:
             arrays.append(i)
             return [("arr", len(arrays) - 1)]
@@ -263,16 +310,81 @@ def _placement(comps: list[tuple], adv: list) -> list:
 
 def _at_impl(static, x, values, *arrays):
     method, pos, named, func, kwargs, where = static
+    pos = _expand(pos, pos_ndim(x), x.shape, where)
+    # 1. {"new": None}: a size-1 axis named "new", taken whole
+    new = tuple(n for n, e in named if e == _NEW)
+    if new:
+        d = x.data
+        x = _make(jax.lax.expand_dims(d, tuple(range(d.ndim, d.ndim + len(new)))), x.names + new)
+        named = tuple((n, _ALL if e == _NEW else e) for n, e in named)
+    # 2. dynamic slices: the window they select, then taken whole (an update writes the window back)
+    window: dict = {}
+    axis, entries = 0, []
+    for e in pos:
+        if e[0] == "ds":
+            window[axis] = (arrays[e[1]], e[2])
+        if e[0] in ("slice", "arr", "ds"):
+            axis += 1
+        entries.append(_ALL if e[0] == "ds" else e)
+    pos = tuple(entries)
+    for n, e in named:
+        if e[0] == "ds":
+            window[n] = (arrays[e[1]], e[2])
+    named = tuple((n, _ALL if e[0] == "ds" else e) for n, e in named)
+    whole = x
+    if window:
+        x = indexing.slice_window(x, window, where)
+    out = _region_op(method, pos, named, func, kwargs, where, x, values, arrays)
+    if method == "get":
+        return out
+    if window:
+        out = indexing.put_window(whole, out, {a: s for a, (s, _) in window.items()}, where)
+    if new:
+        p = pos_ndim(out)
+        out = _make(jax.lax.squeeze(out.data, tuple(p + out.names.index(n) for n in new)),
+                    tuple(n for n in out.names if n not in new))
+    return out
+
+
+def _union(x: NamedArray, values: Any, index_arrays: list) -> NamedArray:
+    """``x`` broadcast along the names that the index arrays or the values carry and ``x`` lacks (the union
+    rule: each slice along such a name is its own updated copy of ``x``)."""
+    extra: dict[str, int] = {}
+    for a in index_arrays + [values]:
+        if type(a) is NamedArray:
+            for n, s in engine.named_sizes(a).items():
+                if n not in x.names:
+                    extra.setdefault(n, s)  # a size conflict is reported with the region's checks
+    if not extra:
+        return x
+    names = x.names + tuple(extra)
+    return _make(align(x, names, {**engine.named_sizes(x), **extra}), names)
+
+
+def _index_shape(arrays: list, where: str) -> tuple[int, ...]:
+    """The positional shape the index arrays broadcast to (NumPy's rules)."""
+    shapes = [tuple(a.shape) if type(a) is NamedArray else np.shape(a) for a in arrays]
+    try:
+        return tuple(np.broadcast_shapes(*shapes))
+    except ValueError:
+        raise AxisSizeError(f"{where}: the index arrays' positional shapes {', '.join(map(str, shapes))} do "
+                            "not broadcast together") from None
+
+
+def _region_op(method, pos, named, func, kwargs, where, x, values, arrays):
+    """The gather or scatter of the region, on ``x``'s storage; ``pos`` covers every positional axis."""
+    if method != "get":
+        x = _union(x, values, [arrays[e[1]] for e in pos + tuple(e for _, e in named) if e[0] == "arr"])
     d, own = x.data, x.names
     sizes = engine.named_sizes(x)
-    p = pos_ndim(x)
-    pos = _expand(pos, p, x.shape, where)
     by_name = dict(named)
     # 1. the dimensions the advanced indices make: the positional ones broadcast by NumPy's rules (``bp``),
-    # the named ones by name (``labels``): a 1-d array for axis n makes n, a NamedArray index its names
+    # the named ones by name (``labels``): a 1-d array for axis n makes n, a NamedArray index its names. The
+    # positional axes of NamedArray indices along names join ``bp``, as one group after x's positional axes
     pos_arrays = [arrays[e[1]] for e in pos if e[0] == "arr"]
-    bp = tuple(np.broadcast_shapes(*[np.shape(a) if type(a) is not NamedArray else a.shape
-                                     for a in pos_arrays]))
+    named_pos = [arrays[e[1]] for _, e in named if e[0] == "arr" and type(arrays[e[1]]) is NamedArray
+                 and arrays[e[1]].shape]
+    bp = _index_shape(pos_arrays + named_pos, where)
     sources, labels_of = [], []
     for n, e in [(None, e) for e in pos] + list(named):
         a = arrays[e[1]] if e[0] == "arr" else None
@@ -331,8 +443,10 @@ def _at_impl(static, x, values, *arrays):
     index = tuple(index)
     out = _placement(comps, [("bp", i) for i in range(len(bp))] + [("name", m) for m in order])
     # the region as x[index] gives it: its positional dimensions by NumPy's rules on the positional part
-    # alone, then the names in the order the storage index gives them (no transpose where none is needed)
-    region_pos = _placement(comps[:len(pos)], [("bp", i) for i in range(len(bp))])
+    # (with the index arrays along names as one more advanced index after it), then the names in the order
+    # the storage index gives them (no transpose where none is needed)
+    region_pos = _placement(comps[:len(pos)] + ([_ADV] if named_pos else []),
+                            [("bp", i) for i in range(len(bp))])
     region = region_pos + [t for t in out if t[0] == "name"]
     names = tuple(t[1] for t in region if t[0] == "name")
     ref = d.at[index]
@@ -349,11 +463,12 @@ def _at_impl(static, x, values, *arrays):
 
 _ADV = ("adv",)
 _ALL = ("slice", None, None, None)
+_NEW = ("new",)
 
 
 def _expand(pos: tuple, p: int, shape: tuple[int, ...], where: str) -> tuple:
     """The positional entries over exactly the ``p`` positional axes (``...`` or the end filled by ``:``)."""
-    used = sum(1 for e in pos if e[0] in ("slice", "arr"))
+    used = sum(1 for e in pos if e[0] in ("slice", "arr", "ds"))
     if used > p:
         raise IndexError(f"{where}: too many indices for the positional axes: {used} indices for {p} "
                          f"positional axes (shape {shape}; index named axes by name: x.at[{{'name': i}}])")
@@ -375,8 +490,8 @@ def _values(values: Any, names: tuple[str, ...], sizes: dict[str, int], pshape: 
         extra = [n for n in own if n not in sizes]
         if extra:
             raise AxisSpecError(f"{where}: the values have axes {fmt_names(extra)} that the selected region "
-                                f"lacks (it has {fmt_names(names) or 'no named axes'}); values broadcast to "
-                                "the region, they cannot add axes to it")
+                                f"lacks (it has {fmt_names(names) or 'no named axes'}): the index selects "
+                                "one element along each, so the values cannot carry them")
         for n, s in own.items():
             if s != sizes[n]:
                 raise AxisSizeError(f"{where}: axis {n!r} has size {s} in the values but size {sizes[n]} in "

@@ -19,7 +19,7 @@ import numpy as np
 from ..core.array import NamedArray
 from ..core.wrapping import rename, unwrap, wrap
 from ..engine import registry
-from ..ops import contract, structural  # noqa: F401  (their declarations replace the mirror's defaults)
+from ..ops import contract, indexing, structural  # noqa: F401  (their declarations replace the mirror's defaults)
 from ..ops.mirror import EXCLUDED, FUNCTIONS
 from ..ops.surgery import flatten, tag, unflatten, untag
 
