@@ -138,7 +138,7 @@ def run_processes(commands: list[list[str]], limit_s: float) -> list[str]:
     return logs
 
 
-def launch(steps: int, limit_s: float = 120) -> list[dict]:
+def launch(steps: int, limit_s: float = 300) -> list[dict]:  # a guard against a hang: busy machines are slow
     port = free_port()
     with tempfile.TemporaryDirectory() as tmp:
         outs = [os.path.join(tmp, f"process_{i}.json") for i in range(2)]

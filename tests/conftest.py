@@ -5,13 +5,14 @@ import os
 
 # XLA:CPU runs a collective of the 8 simulated devices as 8 threads meeting at a rendezvous, and ends the
 # whole process (SIGABRT, "Termination timeout ... Exiting to ensure a consistent program state") when one
-# of them is about a minute late. On a busy 2-core machine (two test runs side by side) a starved thread can
-# be that late with nothing wrong, so the tests give collectives 10 minutes and are told of a slow one after
-# 2; a real hang is caught by each multi-process test's own guard. Set before JAX starts its backend, and
+# of them is late by its warn plus terminate timeouts (20 + 40 s by default). On a busy 2-core machine a
+# starved thread can be late with nothing wrong, so the tests allow 60 + 240 s: five minutes, far more than
+# any wait measured under two test runs side by side, and a real deadlock still ends the process. Set before
+# JAX starts its backend, first in XLA_FLAGS so that a value already there (later, so it wins) is kept, and
 # carried into the processes the tests start (examples/multihost.py's child_env keeps these flags).
-COLLECTIVE_FLAGS = ("--xla_cpu_collective_call_terminate_timeout_seconds=600 "
-                    "--xla_cpu_collective_call_warn_stuck_timeout_seconds=120")
-os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {COLLECTIVE_FLAGS}".strip()
+COLLECTIVE_FLAGS = ("--xla_cpu_collective_call_warn_stuck_timeout_seconds=60 "
+                    "--xla_cpu_collective_call_terminate_timeout_seconds=240")
+os.environ["XLA_FLAGS"] = f"{COLLECTIVE_FLAGS} {os.environ.get('XLA_FLAGS', '')}".strip()
 
 import jax  # noqa: E402
 

@@ -22,7 +22,7 @@ from meshes import auto_mesh
 import namedarray as nx
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-LIMIT_S = 180  # a guard against a hang, not a timing: a busy 2-core machine can take minutes
+LIMIT_S = 300  # a guard against a hang, not a timing: a busy 2-core machine can take minutes
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "examples"))
 import multihost  # noqa: E402  (its launcher: start processes, time limit, end them by PID)
 

@@ -28,7 +28,7 @@ from namedarray.errors import AxisSpecError
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 WORKER = os.path.join(HERE, "trust_worker.py")
-LIMIT_S = 180  # a guard against a hang, not a timing: a busy 2-core machine can take minutes
+LIMIT_S = 300  # a guard against a hang, not a timing: a busy 2-core machine can take minutes
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "examples"))
 import multihost  # noqa: E402  (its launcher: start processes, time limit, end them by PID)
 
