@@ -125,3 +125,21 @@ def storage_order(draw, p, names):
     positional = iter(range(p))
     perm = [p + list(names).index(named_at[i]) if i in named_at else next(positional) for i in range(rank)]
     return perm, named_at
+
+
+def stored_randomly(draw, logical: np.ndarray, names):
+    """``logical`` (positional axes first, then ``names`` in order) as a NamedArray, stored in a random
+    order."""
+    import namedarray as nx
+
+    names = list(names)
+    perm, named_at = storage_order(draw, logical.ndim - len(names), names)
+    return nx.wrap(np.transpose(logical, perm), named_at)
+
+
+def logical_order(x, names) -> np.ndarray:
+    """``x``'s positional axes, then ``names`` in that order: the positional reference's layout."""
+    import namedarray as nx
+
+    p = len(x.shape)
+    return np.asarray(nx.unwrap(x, {p + i: n for i, n in enumerate(names)}))

@@ -10,7 +10,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from conftest import storage_order
+from conftest import logical_order as _logical
+from conftest import stored_randomly as _stored
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -18,20 +19,6 @@ import namedarray as nx
 from namedarray import errors
 
 POOL = ("a", "bb", "c1", "seq")
-
-
-def _stored(draw, logical: np.ndarray, names: list[str]) -> nx.NamedArray:
-    """``logical`` (positional axes first, then ``names`` in order) as a NamedArray, stored in a random
-    order."""
-    p = logical.ndim - len(names)
-    perm, named_at = storage_order(draw, p, names)
-    return nx.wrap(np.transpose(logical, perm), named_at)
-
-
-def _logical(x: nx.NamedArray, names) -> np.ndarray:
-    """``x``'s positional axes, then ``names`` in that order."""
-    p = len(x.shape)
-    return np.asarray(nx.unwrap(x, {p + i: n for i, n in enumerate(names)}))
 
 
 def _aligned(x: nx.NamedArray, rank: int, universe: list[str]) -> np.ndarray:

@@ -20,7 +20,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from conftest import storage_order
+from conftest import logical_order as _logical
+from conftest import stored_randomly as _stored
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -29,20 +30,6 @@ from namedarray import errors
 from namedarray.ops.indexing import argwhere, ds, dynamic_slice, dynamic_update_slice, nonzero, where
 
 NAME = st.text("abcxyz_", min_size=1, max_size=4)
-
-
-def _stored(draw, logical: np.ndarray, names) -> nx.NamedArray:
-    """``logical`` (positional axes first, then ``names`` in order) stored in a random order."""
-    names = list(names)
-    p = logical.ndim - len(names)
-    perm, named_at = storage_order(draw, p, names)
-    return nx.wrap(np.transpose(logical, perm), named_at)
-
-
-def _logical(x: nx.NamedArray, names) -> np.ndarray:
-    """``x``'s positional axes, then ``names`` in that order."""
-    p = len(x.shape)
-    return np.asarray(nx.unwrap(x, {p + i: n for i, n in enumerate(names)}))
 
 
 # --------------------------------------------------------------------------------------------------------
