@@ -1,7 +1,7 @@
 """``nx.nn``: ``jax.nn`` for NamedArrays, with names allowed wherever an ``axis`` is.
 
-* Elementwise activations (``relu``, ``gelu``, ``sigmoid``, ``silu``, ``softplus``, ``tanh``, ...) broadcast
-  by name like every elementwise ``nx`` function.
+* Elementwise activations (``relu``, ``gelu``, ``sigmoid``, ``silu``, ``softplus``, ``tanh``, ...; also
+  ``relu_squared``, which jax.nn lacks) broadcast by name like every elementwise ``nx`` function.
 * ``softmax``, ``log_softmax``, ``logsumexp``, ``logmeanexp``, ``standardize`` and ``glu`` take ``axis`` as
   an int, a name, or a tuple mixing both; a string is always one name, however long.
 * ``one_hot(x, n, axis="classes")`` adds the class axis as a *named* axis.
@@ -52,8 +52,8 @@ from .attention import dot_product_attention
 
 __all__ = ["relu", "relu6", "gelu", "sigmoid", "silu", "swish", "softplus", "tanh", "elu", "celu", "selu",
            "leaky_relu", "log_sigmoid", "soft_sign", "hard_sigmoid", "hard_silu", "hard_swish", "hard_tanh",
-           "mish", "squareplus", "sparse_plus", "sparse_sigmoid", "log1mexp", "identity", "softmax",
-           "log_softmax", "logsumexp", "logmeanexp", "standardize", "glu", "one_hot", "layer_norm",
+           "mish", "squareplus", "sparse_plus", "sparse_sigmoid", "log1mexp", "identity", "relu_squared",
+           "softmax", "log_softmax", "logsumexp", "logmeanexp", "standardize", "glu", "one_hot", "layer_norm",
            "rms_norm", "dot_product_attention", "initializers"]
 
 Axis = int | str | tuple[int | str, ...] | None
@@ -67,7 +67,7 @@ def _is_array(v: Any) -> bool:
     return type(v) is NamedArray or hasattr(v, "shape")
 
 
-def _activation(fn: Callable) -> Callable:
+def _activation(fn: Callable, doc: str | None = None) -> Callable:
     name = fn.__name__
     where = f"nx.nn.{name}"
     params = list(inspect.signature(fn).parameters)[1:]
@@ -85,10 +85,10 @@ def _activation(fn: Callable) -> Callable:
             return engine.lift(fn, (x,), kwargs, where)
         return engine.elementwise(fn, (x,), where, tuple(sorted(kwargs.items())))
 
-    f.__doc__ = (f"``jax.nn.{name}`` broadcast over named axes (the named shape is unchanged).\n\n"
-                 f"    >>> import namedarray as nx, jax.numpy as jnp\n"
-                 f"    >>> nx.nn.{name}(nx.wrap(jnp.zeros(3), ['b'])).named_shape\n"
-                 f"    {{'b': 3}}\n")
+    f.__doc__ = doc or (f"``jax.nn.{name}`` broadcast over named axes (the named shape is unchanged).\n\n"
+                        f"    >>> import namedarray as nx, jax.numpy as jnp\n"
+                        f"    >>> nx.nn.{name}(nx.wrap(jnp.zeros(3), ['b'])).named_shape\n"
+                        f"    {{'b': 3}}\n")
     return f
 
 
@@ -116,6 +116,20 @@ sparse_plus = _activation(jax.nn.sparse_plus)
 sparse_sigmoid = _activation(jax.nn.sparse_sigmoid)
 log1mexp = _activation(jax.nn.log1mexp)
 identity = _activation(jax.nn.identity)
+
+
+def _relu_squared(x: Any) -> Any:
+    return jnp.square(jax.nn.relu(x))
+
+
+_relu_squared.__name__ = _relu_squared.__qualname__ = "relu_squared"
+relu_squared = _activation(_relu_squared, """``relu(x) ** 2`` (squared ReLU), elementwise: broadcast over
+    named axes (the named shape is unchanged).
+
+    >>> import namedarray as nx, jax.numpy as jnp
+    >>> nx.nn.relu_squared(nx.wrap(jnp.array([-2.0, 0.5, 3.0]), ["b"])).unwrap(["b"]).tolist()
+    [0.0, 0.25, 9.0]
+    """)
 
 
 # --------------------------------------------------------------------------------------------------------
