@@ -11,9 +11,10 @@ result's values never depend on the order the names are listed in, are the same 
 and (JAX's partitionable threefry being the default) do not depend on how it is sharded. A purely
 positional ``shape`` gives a value that is the same along every name, as in xmap.
 
-A key may itself carry names (e.g. ``nx.random.fold_in(key, nx.axis_index("i"))``, or
-``nx.wrap(jax.random.split(key, 4), ["i"])``): each index then samples with its own key, and ``named_shape``
-may list the key's names with matching sizes.
+A key may itself carry names (``nx.random.split(key, named_shape={"i": 4})``,
+``nx.random.fold_in(key, nx.axis_index("i"))``, or ``nx.wrap(jax.random.split(key, 4), ["i"])``): each
+index then samples with its own key, the result carries the key's names after those of ``named_shape``,
+and ``named_shape`` may list the key's names with matching sizes.
 
 >>> import jax, namedarray as nx
 >>> x = nx.random.normal(jax.random.key(0), (3,), named_shape={"batch": 4})
@@ -24,7 +25,8 @@ may list the key's names with matching sizes.
 True
 
 Other functions of ``jax.random`` are reachable here too: ``key``, ``PRNGKey``, ``key_data``,
-``wrap_key_data``, ``split`` and ``fold_in`` work on keys that carry names; anything else is
+``wrap_key_data``, ``split`` and ``fold_in`` work on keys that carry names (``split`` also splits a key
+into a named key array, by ``named_shape``, drawn as the samplers draw); anything else is
 ``jax.random.<f>`` lifted with :func:`namedarray.nmap` (positional semantics: with a key that carries no
 names its samples are the same along every name).
 """
@@ -57,7 +59,7 @@ key = jax.random.key
 PRNGKey = jax.random.PRNGKey
 key_data = nmap(jax.random.key_data)
 wrap_key_data = nmap(jax.random.wrap_key_data)
-split = nmap(jax.random.split)
+_split_positional = nmap(jax.random.split)
 fold_in = nmap(jax.random.fold_in)
 
 _SCALARS = (int, float, bool, np.number, np.bool_)
@@ -333,6 +335,58 @@ def poisson(key: Any, lam: Any, shape: Shape = None, dtype: Any = None, *,
     {'i': 3}
     """
     return _sample("poisson", key, {"lam": lam}, shape, named_shape, {"dtype": dtype})
+
+
+# --------------------------------------------------------------------------------------------------------
+# Keys along names
+
+
+def _split_impl(static, k):
+    shape, named, where = static
+    sampled, keyed, sizes = _plan(k, [], dict(named), where, [])
+    full = shape + tuple(sizes[n] for n in sampled)
+    kdata, _ = _key_parts(k)
+    typed = jnp.issubdtype(kdata.dtype, jax.dtypes.prng_key)
+    positional = kdata.shape[:kdata.ndim - len(keyed)]
+    if positional != (() if typed else (2,)):
+        raise AxisSpecError(f"{where}: splits one key per index of the key's names; got a key with "
+                            f"positional shape {positional} ({kdata.dtype}); index its positional axes first")
+
+    def draw(kd):
+        if not typed:  # a uint32 key: the same bits as a typed key of the default implementation
+            kd = jax.random.wrap_key_data(kd)
+        return jax.random.split(kd, full)
+
+    out = engine.vectorize(draw, [keyed], keyed)(kdata)
+    return _stored(out, sampled, keyed, [n for n, _ in named], (), where)
+
+
+def split(key: Any, num: int | Sequence[int] | None = None, *, named_shape: NamedShapeLike = None) -> Any:
+    """Split ``key`` into new keys: ``num`` of them positionally (``jax.random.split``), and with
+    ``named_shape`` a named key array, one independent key per index of the named axes.
+
+    The result's named shape is ``named_shape`` together with the names the key carries (a key that carries
+    names is split per index, ``named_shape`` may list its names with matching sizes), and its positional
+    shape is ``num`` (none by default when ``named_shape`` is given, else 2). The new names are drawn as
+    the samplers draw them: one ``jax.random.split(key, num + sizes)`` with the names in sorted order, stored
+    as ``named_shape`` lists them, so each key depends on its index along each name, never on the order the
+    names are listed or stored in. The keys are typed key arrays (a uint32 key is read with the default
+    implementation, as ``jax.random.wrap_key_data`` does), which every ``nx.random`` sampler accepts: it
+    then draws with each key independently, and its result carries the key's names too.
+
+    >>> import jax, namedarray as nx
+    >>> keys = nx.random.split(jax.random.key(0), named_shape={"layer": 4})
+    >>> keys.named_shape, keys.shape
+    ({'layer': 4}, ())
+    >>> nx.random.normal(keys, (3,), named_shape={"embed": 8}).named_shape
+    {'embed': 8, 'layer': 4}
+    """
+    where = "nx.random.split"
+    named = named_shape_arg(named_shape, where)
+    if not named:
+        return _split_positional(key, 2 if num is None else num)
+    shape = () if num is None else _shape(num, where)
+    return engine.run(_split_impl, (shape, tuple(named.items()), where), (key,))
 
 
 # --------------------------------------------------------------------------------------------------------
