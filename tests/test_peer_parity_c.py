@@ -1,5 +1,9 @@
-"""What users of the peer libraries expect of named keys and squared ReLU, against positional jax.
+"""What users of the peer libraries expect of dropout, named keys and squared ReLU, against positional jax.
 
+* ``nx.nn.dropout(key, rate, x, broadcast_axes=...)``: the mask is constant along the broadcast axes and
+  independent along the others, the mean is kept in expectation, and the mask is the positional draw
+  ``jax.random.bernoulli(key, 1 - rate, shape)`` over x's axes less the broadcast ones, names in sorted
+  order, whatever order x stores its axes in; under ``jit`` and ``grad``; its errors;
 * ``nx.random.split(key, named_shape=...)``: a named key array equal to ``jax.random.split(key, sizes)``
   with the names sorted, and samplers given it draw with each key (``jax.random.<f>`` per key);
 * ``nx.nn.relu_squared`` elementwise.
@@ -15,6 +19,7 @@ import pytest
 from conftest import storage_order
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from meshes import auto_mesh
 
 import namedarray as nx
 from namedarray import errors
@@ -37,8 +42,186 @@ def _logical(x: nx.NamedArray, names):
     return nx.unwrap(x, {p + i: n for i, n in enumerate(names)})
 
 
+def _reference_mask(key, keep, pshape, names, sizes, shared_positions, shared_names):
+    """The positional draw dropout makes, laid out as (positional..., ``names``...), size 1 where shared."""
+    drawn = sorted(n for n in names if n not in shared_names)
+    mshape = tuple(1 if i in shared_positions else s for i, s in enumerate(pshape))
+    m = np.asarray(jax.random.bernoulli(key, keep, mshape + tuple(sizes[n] for n in drawn)))
+    p = len(pshape)
+    kept = [n for n in names if n not in shared_names]  # into the logical order of the names drawn
+    m = np.transpose(m, list(range(p)) + [p + drawn.index(n) for n in kept])
+    for i, n in enumerate(names):
+        if n in shared_names:
+            m = np.expand_dims(m, p + i)
+    return m
+
+
 # --------------------------------------------------------------------------------------------------------
-# 1. Named keys
+# 1. Dropout
+
+
+@st.composite
+def dropout_cases(draw):
+    names = draw(st.lists(NAME, min_size=0, max_size=3, unique=True))
+    sizes = {n: draw(st.integers(1, 4)) for n in names}
+    p = draw(st.integers(0, 2))
+    pshape = tuple(draw(st.integers(1, 4)) for _ in range(p))
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    xlog = rng.normal(size=pshape + tuple(sizes[n] for n in names)).astype(np.float32)
+    shared_names = [n for n in names if draw(st.booleans())]
+    shared_positions = [i for i in range(p) if draw(st.booleans())]
+    # positions may be given counting from the end, and names and positions in any order
+    spec = shared_names + [i - p if draw(st.booleans()) else i for i in shared_positions]
+    spec = draw(st.permutations(spec))
+    rate = draw(st.sampled_from([0.1, 0.5, 0.9]))
+    seed = draw(st.integers(0, 2**31 - 1))
+    x = _stored(draw, xlog, names)
+    return x, xlog, names, sizes, pshape, shared_names, shared_positions, spec, rate, seed
+
+
+@settings(max_examples=40, deadline=None)
+@given(dropout_cases())
+def test_dropout_is_the_positional_draw_over_sorted_names(case):
+    x, xlog, names, sizes, pshape, shared_names, shared_positions, spec, rate, seed = case
+    key = jax.random.key(seed)
+    with jax.numpy_rank_promotion("raise"):
+        y = nx.nn.dropout(key, rate, x, broadcast_axes=tuple(spec))
+    assert y.named_shape == x.named_shape and y.shape == x.shape and y.dtype == x.dtype
+    keep = 1.0 - rate
+    m = _reference_mask(key, keep, pshape, names, sizes, set(shared_positions), set(shared_names))
+    ref = np.where(m, xlog / np.float32(keep), 0).astype(np.float32)
+    np.testing.assert_allclose(_logical(y, names), ref, rtol=1e-6, atol=0)
+
+
+def test_dropout_mask_is_constant_along_broadcast_axes_and_varies_along_the_others():
+    x = nx.wrap(jnp.ones((5, 6, 7, 8)), [None, "batch", "seq", "embed"])  # positional (5,)
+    y = nx.nn.dropout(KEY, 0.5, x, broadcast_axes=("seq", 0))
+    kept = np.asarray(_logical(y, ["batch", "seq", "embed"])) != 0
+    assert (kept == kept[:1]).all() and (kept == kept[:, :, :1]).all()  # shared along 0 and seq
+    assert not (kept == kept[:, :1]).all() and not (kept == kept[..., :1]).all()  # drawn along batch, embed
+    # a name's mask does not depend on the other names' storage order
+    z = nx.nn.dropout(KEY, 0.5, nx.wrap(jnp.ones((8, 5, 6, 7)), ["embed", None, "batch", "seq"]),
+                      broadcast_axes=["seq", -1])
+    order = ["batch", "seq", "embed"]
+    np.testing.assert_array_equal(_logical(z, order), _logical(y, order))
+
+
+def test_dropout_keeps_the_mean_in_expectation():
+    x = nx.full({"draw": 200_000}, 3.0)
+    for rate in (0.1, 0.5, 0.8):
+        y = nx.nn.dropout(jax.random.key(7), rate, x)
+        assert abs(float(nx.mean(y, "draw")) - 3.0) < 0.05, rate
+        dropped = float(nx.mean((y == 0).astype(jnp.float32), "draw"))
+        assert abs(dropped - rate) < 0.01, rate
+    # shared along a name: each index of the others is one decision, still with mean 3
+    z = nx.nn.dropout(jax.random.key(8), 0.5, nx.full({"draw": 40_000, "feat": 4}, 3.0),
+                      broadcast_axes="feat")
+    assert abs(float(nx.mean(z, ("draw", "feat"))) - 3.0) < 0.1
+    # a normal x: the mean of the dropped values is the mean of x (to sampling error)
+    v = nx.random.normal(jax.random.key(9), named_shape={"draw": 200_000}) + 1.0
+    dropped_mean = float(nx.mean(nx.nn.dropout(jax.random.key(10), 0.3, v), "draw"))
+    assert abs(dropped_mean - float(nx.mean(v, "draw"))) < 0.05
+
+
+def test_dropout_identity_cases_and_keys():
+    x = nx.wrap(jnp.arange(6.0).reshape(2, 3), ["a", "b"])
+    assert nx.nn.dropout(KEY, 0.0, x) is x and nx.nn.dropout(None, 0, x) is x
+    assert nx.nn.dropout(None, 0.5, x, deterministic=True) is x
+    # a uint32 key draws the same mask as the typed key with the same bits
+    raw = jax.random.PRNGKey(3)
+    np.testing.assert_array_equal(_logical(nx.nn.dropout(raw, 0.5, x), ["a", "b"]),
+                                  _logical(nx.nn.dropout(jax.random.wrap_key_data(raw), 0.5, x), ["a", "b"]))
+    # a plain array: broadcast_axes by position, as Flax's broadcast_dims; the result is plain
+    plain = nx.nn.dropout(KEY, 0.5, jnp.ones((4, 6)), broadcast_axes=0)
+    assert not isinstance(plain, nx.NamedArray) and (plain == plain[:1]).all()
+    np.testing.assert_array_equal(plain, np.broadcast_to(np.where(jax.random.bernoulli(KEY, 0.5, (1, 6)),
+                                                                  2.0, 0.0), (4, 6)))
+    # half precision stays half precision
+    h = nx.nn.dropout(KEY, 0.5, x.astype(jnp.bfloat16))
+    assert h.dtype == jnp.bfloat16
+
+
+def test_dropout_with_a_named_key_draws_each_index_with_its_own_key():
+    keys = nx.random.split(KEY, named_shape={"batch": 3})
+    x = nx.wrap(jnp.ones((4, 3, 5)), ["seq", "batch", "embed"])
+    y = nx.nn.dropout(keys, 0.5, x, broadcast_axes="seq")
+    assert y.named_shape == x.named_shape
+    for b in range(3):
+        one = nx.nn.dropout(keys[{"batch": b}], 0.5, x[{"batch": b}], broadcast_axes="seq")
+        np.testing.assert_array_equal(_logical(y[{"batch": b}], ["seq", "embed"]),
+                                      _logical(one, ["seq", "embed"]))
+    rows = np.asarray(_logical(y, ["batch", "seq", "embed"]))
+    assert not (rows == rows[:1]).all()
+
+
+def test_dropout_under_jit_and_grad():
+    x = nx.wrap(jnp.arange(1.0, 25.0).reshape(2, 3, 4), ["a", None, "b"])  # stored (a, positional, b)
+    eager = nx.nn.dropout(KEY, 0.4, x, broadcast_axes="b")
+    jitted = jax.jit(lambda k, v: nx.nn.dropout(k, 0.4, v, broadcast_axes="b"))(KEY, x)
+    np.testing.assert_array_equal(_logical(jitted, ["a", "b"]), _logical(eager, ["a", "b"]))
+    # a traced rate: the same computation (no range check is possible on it)
+    traced = jax.jit(lambda k, v, r: nx.nn.dropout(k, r, v, broadcast_axes="b"))(KEY, x, 0.4)
+    np.testing.assert_allclose(_logical(traced, ["a", "b"]), _logical(eager, ["a", "b"]), rtol=1e-6)
+    # the gradient of sum(dropout(x)) is the mask scaled by 1 / (1 - rate)
+    g = nx.grad(lambda v: nx.sum(nx.nn.dropout(KEY, 0.4, v, broadcast_axes="b"), (0, "a", "b")))(x)
+    mask = np.asarray(_logical(eager, ["a", "b"])) != 0
+    np.testing.assert_allclose(_logical(g, ["a", "b"]), mask / np.float32(0.6), rtol=1e-6)
+    # and through jax.grad on a positional function of the key and value
+    f = jax.jit(jax.grad(lambda v: jnp.sum(nx.unwrap(nx.nn.dropout(KEY, 0.4, nx.wrap(v, ["a", None, "b"])),
+                                                         ["a", None, "b"]))))
+    assert f(jnp.ones((2, 3, 4))).shape == (2, 3, 4)
+
+
+def test_dropout_errors():
+    x = nx.wrap(jnp.ones((2, 3)), ["a", "b"])
+    for rate in (1.0, -0.1, 1.5, float("nan")):
+        with pytest.raises(ValueError, match=r"nx.nn.dropout: rate must be in \[0, 1\)"):
+            nx.nn.dropout(KEY, rate, x)
+    with pytest.raises(ValueError, match=r"rate must be in \[0, 1\)"):  # checked even when deterministic
+        nx.nn.dropout(KEY, 1.0, x, deterministic=True)
+    with pytest.raises(ValueError, match="rate must be a scalar"):
+        nx.nn.dropout(KEY, jnp.array([0.1, 0.2]), x)
+    with pytest.raises(errors.AxisSpecError, match="rate must be a scalar, got a NamedArray"):
+        nx.nn.dropout(KEY, nx.full({"a": 2}, 0.1), x)
+    with pytest.raises(errors.AxisSpecError, match="broadcast_axes names axis 'c', which x does not carry"):
+        nx.nn.dropout(KEY, 0.5, x, broadcast_axes="c")
+    with pytest.raises(errors.AxisSpecError, match="position 0 is out of range for the 0 positional axes"):
+        nx.nn.dropout(KEY, 0.5, x, broadcast_axes=0)
+    with pytest.raises(errors.AxisSpecError, match="names .str. and positions .int., got 1.5"):
+        nx.nn.dropout(KEY, 0.5, x, broadcast_axes=[1.5])
+    with pytest.raises(ValueError, match="a key is needed"):
+        nx.nn.dropout(None, 0.5, x)
+    keys = nx.random.split(KEY, named_shape={"c": 2})
+    with pytest.raises(errors.AxisSpecError, match="the key carries axis 'c', which x does not"):
+        nx.nn.dropout(keys, 0.5, x)
+    with pytest.raises(errors.AxisSizeError, match="axis 'b' has size 2 in the key but size 3 in x"):
+        nx.nn.dropout(nx.random.split(KEY, named_shape={"b": 2}), 0.5, x)
+    with pytest.raises(errors.AxisSpecError, match="shares the mask along 'a', but the key carries 'a'"):
+        nx.nn.dropout(nx.random.split(KEY, named_shape={"a": 2}), 0.5, x, broadcast_axes="a")
+    # inside nx.xmap a bound name x lacks may be listed: x is constant along it already
+    with nx.env.bind({"z": 4}):
+        assert nx.nn.dropout(KEY, 0.5, x, broadcast_axes=("z", "a")).named_shape == x.named_shape
+
+
+def test_dropout_inside_shard_map():
+    x = nx.ones({"batch": 8, "embed": 4})
+    keys = nx.random.split(KEY, named_shape={"batch": 8})
+    with jax.set_mesh(auto_mesh((4,), ("data",))):
+        # a key per index of the split name: each device draws its block's masks, the same as unsplit
+        got = nx.shard_map(lambda k, v: nx.nn.dropout(k, 0.5, v), resources={"batch": "data"})(keys, x)
+        # a mask shared along the split name: every block uses the same one
+        shared = nx.shard_map(lambda v: nx.nn.dropout(KEY, 0.5, v, broadcast_axes="batch"),
+                              resources={"batch": "data"})(x)
+        with pytest.raises(errors.SplitAxisError, match="dropout: axis 'batch' is split across devices"):
+            nx.shard_map(lambda v: nx.nn.dropout(KEY, 0.5, v), resources={"batch": "data"})(x)
+    order = ["batch", "embed"]
+    np.testing.assert_array_equal(_logical(got, order), _logical(nx.nn.dropout(keys, 0.5, x), order))
+    np.testing.assert_array_equal(_logical(shared, order),
+                                  _logical(nx.nn.dropout(KEY, 0.5, x, broadcast_axes="batch"), order))
+
+
+# --------------------------------------------------------------------------------------------------------
+# 2. Named keys
 
 
 def _data(keys):
@@ -131,7 +314,7 @@ def test_split_errors_and_positional_split():
 
 
 # --------------------------------------------------------------------------------------------------------
-# 2. Squared ReLU
+# 3. Squared ReLU
 
 
 @st.composite
@@ -159,5 +342,4 @@ def test_relu_squared_broadcasts_by_name_and_differentiates():
     g = nx.grad(lambda v: nx.sum(nx.nn.relu_squared(v), "i"))(x)
     assert g.unwrap(["i"]).tolist() == [0.0, 0.0, 4.0]
     np.testing.assert_array_equal(nx.nn.relu_squared(jnp.array([-3.0, 3.0])), [0.0, 9.0])  # plain: plain
-    assert "relu_squared" in set(dir(nx.nn)) & set(nx.nn.__all__)
-
+    assert {"relu_squared", "dropout"} <= set(dir(nx.nn)) & set(nx.nn.__all__)

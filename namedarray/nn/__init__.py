@@ -9,6 +9,9 @@
   ``dot_product_attention`` takes the names of the sequences and head features
   (:mod:`namedarray.nn.attention`); ``nx.nn.initializers`` also take ``named_shape=``
   (:mod:`namedarray.nn.initializers`).
+* ``dropout(key, rate, x, broadcast_axes=...)`` shares its mask along the names given and draws it
+  independently along the others, whatever order ``x`` stores them in
+  (:mod:`namedarray.nn.regularization`).
 * Every other function of ``jax.nn`` is lifted over the names (:mod:`namedarray.engine.lifting`).
 
 A name the value lacks but an enclosing ``nx.xmap`` binds is one along which the value is constant (xmap's
@@ -49,12 +52,13 @@ from ..engine.lifting import rest_of
 from ..errors import AxisSizeError, AxisSpecError, DuplicateAxisError, fmt_names
 from . import initializers
 from .attention import dot_product_attention
+from .regularization import dropout
 
 __all__ = ["relu", "relu6", "gelu", "sigmoid", "silu", "swish", "softplus", "tanh", "elu", "celu", "selu",
            "leaky_relu", "log_sigmoid", "soft_sign", "hard_sigmoid", "hard_silu", "hard_swish", "hard_tanh",
            "mish", "squareplus", "sparse_plus", "sparse_sigmoid", "log1mexp", "identity", "relu_squared",
            "softmax", "log_softmax", "logsumexp", "logmeanexp", "standardize", "glu", "one_hot", "layer_norm",
-           "rms_norm", "dot_product_attention", "initializers"]
+           "rms_norm", "dot_product_attention", "dropout", "initializers"]
 
 Axis = int | str | tuple[int | str, ...] | None
 
