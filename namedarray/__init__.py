@@ -21,7 +21,7 @@ from .ops.mirror import __all__ as _MIRROR
 from . import errors, lax, nn, random, typing  # noqa: E402
 from .adapter.xmap import SerialLoop, serial_loop, xmap  # noqa: E402
 from .core import env  # noqa: E402
-from .core.array import NamedArray  # noqa: E402
+from .core.array import NamedArray, is_named, tree_leaves, tree_map  # noqa: E402
 from .core.caches import clear_caches  # noqa: E402
 from .core.env import axis_rules  # noqa: E402
 from .core.orders import canonical_order, fix_canonical_order, reset_canonical_orders  # noqa: E402
@@ -62,6 +62,7 @@ from .sharding.distribute import from_process_local, jit, shard, sharding  # noq
 from .sharding.shard_map import shard_map  # noqa: E402
 from .sharding.visualize import visualize_sharding  # noqa: E402
 from .surface import methods as _methods  # noqa: E402, F401  (importing it installs the operators)
+from .transforms.along import along  # noqa: E402
 from .transforms.autodiff import grad, value_and_grad  # noqa: E402
 from .transforms.scan import map, scan  # noqa: E402
 
@@ -79,7 +80,8 @@ __all__ = sorted({*_MIRROR, "errors", "lax", "nn", "random", "typing", "env", "S
                   "unbind", "unflatten", "untag", "all_gather", "all_to_all", "axis_index", "axis_size",
                   "pmax", "pmean", "pmin", "ppermute", "pshuffle", "psum", "psum_scatter",
                   "from_process_local", "jit", "shard", "sharding", "visualize_sharding", "shard_map",
-                  "grad", "value_and_grad", "map", "scan"})
+                  "grad", "value_and_grad", "map", "scan", "along", "is_named", "tree_map",
+                  "tree_leaves"})
 
 
 def __dir__():

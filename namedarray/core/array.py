@@ -26,7 +26,7 @@ too few axes for the names it is an error, otherwise the names silently label ot
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import jax
@@ -46,7 +46,7 @@ from . import caches, kernels, orders
 from .orders import canonical, order_key
 from .shape import NamedShape, check_names
 
-__all__ = ["NamedArray", "is_named", "as_storage", "from_storage"]
+__all__ = ["NamedArray", "is_named", "tree_map", "tree_leaves", "as_storage", "from_storage"]
 
 
 class NamedArray:
@@ -132,6 +132,25 @@ class NamedArray:
         return math.prod(self.shape)
 
     @property
+    def named_size(self) -> int:
+        """Number of elements along the named axes (``prod(named_shape.values())``); ``x.size *
+        x.named_size`` counts every element, as when counting a model's parameters.
+
+        >>> import namedarray as nx
+        >>> w = nx.zeros((), named_shape={"embed": 4, "mlp": 8})
+        >>> w.size, w.named_size, w.nbytes
+        (1, 32, 128)
+        """
+        d = self.data
+        k = len(self.names)
+        return math.prod(d.shape[d.ndim - k:]) if k else 1
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the whole value, named axes included (the storage array's ``nbytes``)."""
+        return int(self.data.size) * self.data.dtype.itemsize
+
+    @property
     def dtype(self) -> np.dtype:
         """The element type of the storage."""
         return self.data.dtype
@@ -145,6 +164,15 @@ class NamedArray:
     def sharding(self) -> Any:
         """The sharding of the storage array (positional axes first, then the named axes as ``names``)."""
         return self.data.sharding
+
+    @property
+    def is_fully_addressable(self) -> bool:
+        """Whether this process holds every shard of the storage (``jax.Array.is_fully_addressable``)."""
+        return self.data.is_fully_addressable
+
+    def devices(self) -> set:
+        """The devices that hold the storage (``jax.Array.devices()``)."""
+        return self.data.devices()
 
     def __len__(self) -> int:
         shape = self.shape
@@ -270,6 +298,31 @@ def is_named(v: Any) -> bool:
     {'k': 2}
     """
     return type(v) is NamedArray
+
+
+def tree_map(f: Callable[..., Any], tree: Any, *rest: Any) -> Any:
+    """``jax.tree.map`` that stops at NamedArrays: ``f`` gets each NamedArray whole (and every other leaf),
+    not the storage array inside it, whose axis order is the library's business.
+
+    >>> import namedarray as nx, jax.numpy as jnp
+    >>> params = {"w": nx.ones((), named_shape={"in": 3, "out": 2}),
+    ...           "b": nx.zeros((), named_shape={"out": 2})}
+    >>> nx.tree_map(lambda p: p.size * p.named_size, params)
+    {'b': 2, 'w': 6}
+    """
+    return jax.tree.map(f, tree, *rest, is_leaf=is_named)
+
+
+def tree_leaves(tree: Any) -> list:
+    """``jax.tree.leaves`` that stops at NamedArrays (each is one leaf).
+
+    >>> import namedarray as nx
+    >>> params = {"w": nx.ones((), named_shape={"in": 3, "out": 2}),
+    ...           "b": nx.zeros((), named_shape={"out": 2})}
+    >>> sum(p.size * p.named_size for p in nx.tree_leaves(params))
+    8
+    """
+    return jax.tree.leaves(tree, is_leaf=is_named)
 
 
 def as_storage(data: Any) -> Any:

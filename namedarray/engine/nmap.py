@@ -15,7 +15,14 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 
+import jax
+
+from ..core.array import NamedArray, is_named
+from ..errors import NamedAxisError, PositionalAxisError, fmt_names
 from . import dispatch as engine
+
+# how NumPy and jax say that an axis argument counts past an array's rank
+_OUT_OF_BOUNDS = "out of bounds for array of dimension"
 
 __all__ = ["nmap"]
 
@@ -24,7 +31,10 @@ def nmap(f: Callable) -> Callable:
     """Return ``f`` lifted over named axes; positional arguments and semantics are unchanged.
 
     Arrays anywhere in the arguments (pytrees included) are mapped over their names; every other argument
-    is passed through as it is. Outputs that ``f`` names itself keep those names too.
+    is passed through as it is. Outputs that ``f`` names itself keep those names too. ``f`` never sees a
+    named axis: to run it along one (a softmax over ``vocab``, an optax loss), use
+    :func:`nx.along <namedarray.along>`; an axis argument past the positional axes is a
+    :class:`~namedarray.errors.PositionalAxisError` that says so.
 
     >>> import namedarray as nx, jax.numpy as jnp
     >>> a = nx.wrap(jnp.ones((2, 3)), ["i", ...])
@@ -36,6 +46,17 @@ def nmap(f: Callable) -> Callable:
 
     @functools.wraps(f)
     def lifted(*args, **kwargs):
-        return engine.lift(f, args, kwargs, where)
+        try:
+            return engine.lift(f, args, kwargs, where)
+        except ValueError as e:
+            if isinstance(e, NamedAxisError) or _OUT_OF_BOUNDS not in str(e):
+                raise
+            names = {n: None for v in jax.tree.leaves((args, kwargs), is_leaf=is_named)
+                     if type(v) is NamedArray for n in v.names}
+            # f counted an axis that only exists by name: point to the spelling that gives it one
+            raise PositionalAxisError(
+                f"{where}: {e}. The function runs on one element of each named axis "
+                f"({fmt_names(names)}), so it sees only positional axes; to run it along a named axis, "
+                f"use nx.along(name, f), which moves that axis to the last position") from e
 
     return lifted
