@@ -269,13 +269,73 @@ def _along(fn: Callable, name: str) -> Callable:
                 engine.normalize_axis(axis, a, where)
             return positional(a, *args, **kwargs)
         kwargs.pop("axis")
-        if any(_is_array(v) for v in kwargs.values()) or any(_is_array(v) for v in args):
-            raise TypeError(f"{where}: along a named axis, options must be static (got an array argument)")
+        call = fn
+        if args:  # gradient's spacings: positional options, static only
+            if any(_is_array(v) for v in args):
+                raise TypeError(f"{where}: along a named axis, spacings must be static numbers")
+            call = _WithArgs(fn, args)
+        arrays = _array_options(kwargs, name, where)
         # static options key the eager kernel cache: a list (split's sections) is hashed as a tuple
         static = tuple(sorted((k, tuple(v) if isinstance(v, list) else v) for k, v in kwargs.items()))
-        return engine.along(_WithArgs(fn, args) if args else fn, a, axis, where, static)
+        if arrays:  # traced options (roll's shift under jit) reach fn as operands of the kernel
+            return engine.along(_ArrayOptions(call, tuple(arrays)), a, axis, where, static,
+                                tuple(arrays.values()))
+        return engine.along(call, a, axis, where, static)
 
     return f
+
+
+def _array_options(kwargs: dict, name: str, where: str) -> dict:
+    """Pop the array-valued options from ``kwargs``: ``{option: storage}``.
+
+    They pair with the axis by position (a shift, a count per index), so one with named axes is refused:
+    mapping it over its names is what :func:`nx.along <namedarray.along>` is for. ``repeat``'s counts set the
+    output size: concrete counts give it (NumPy's behaviour), traced ones need ``total_repeat_length``, as in
+    ``jnp.repeat``.
+    """
+    arrays = {}
+    if name == "repeat" and isinstance(kwargs.get("repeats"), (list, tuple)):  # NumPy takes a list of counts
+        kwargs["repeats"] = np.asarray(kwargs["repeats"])
+    for k in [k for k, v in kwargs.items() if _is_array(v)]:
+        v = kwargs[k]
+        if isinstance(v, NamedArray):
+            if v.names:
+                raise PositionalMisuseError(
+                    f"{where}: option {k}= has named axes {fmt_names(v.names)}; along a named axis an array "
+                    f"option pairs with positions. To give each index of those names its own {k}, write the "
+                    f"positional call and run it along the axis: nx.along(name, lambda a, {k}: "
+                    f"jnp.{name}(a, {k}, axis=-1))(x, {k})")
+            v = v.data
+        if name == "repeat" and k == "repeats" and kwargs.get("total_repeat_length") is None:
+            if isinstance(v, jax.core.Tracer):
+                raise TypeError(f"{where}: traced repeats need total_repeat_length= (the output size must be "
+                                "known when tracing), as in jnp.repeat")
+            if not np.ndim(v):
+                kwargs[k] = int(v)
+                continue
+            # concrete counts fix the output size: pass it, and the counts stay an operand
+            kwargs["total_repeat_length"] = int(np.sum(np.asarray(v)))
+        del kwargs[k]
+        arrays[k] = v
+    return arrays
+
+
+class _ArrayOptions:
+    """``fn(a, **options)`` with the array options arriving as operands after ``a``, by keyword."""
+
+    __slots__ = ("fn", "keys")
+
+    def __init__(self, fn: Callable, keys: tuple[str, ...]):
+        self.fn, self.keys = fn, keys
+
+    def __call__(self, a, *arrays, **kwargs):
+        return self.fn(a, **dict(zip(self.keys, arrays)), **kwargs)
+
+    def __eq__(self, other):
+        return isinstance(other, _ArrayOptions) and self.fn == other.fn and self.keys == other.keys
+
+    def __hash__(self):
+        return hash((self.fn, self.keys))
 
 
 class _WithArgs:
