@@ -240,7 +240,7 @@ def _as_axis_map(x: NamedArray, spec: Any, what: str, where: str) -> dict:
     return dict(enumerate(spec))
 
 
-def dynamic_slice(x: Any, start_indices: Any, slice_sizes: Any) -> Any:
+def dynamic_slice(x: Any, start_indices: Any, slice_sizes: Any, *, fill_value: Any = None) -> Any:
     """``jax.lax.dynamic_slice`` by name: ``nx.dynamic_slice(x, {"seq": i}, {"seq": 4})``.
 
     ``start_indices`` and ``slice_sizes`` are dicts with the same keys: axis names and positional axes
@@ -250,17 +250,28 @@ def dynamic_slice(x: Any, start_indices: Any, slice_sizes: Any) -> Any:
     are kept whole. A start with named axes slices each of its elements at its own start. The same as
     ``x[{"seq": nx.ds(i, 4)}]``.
 
+    With ``fill_value`` (a number), the window is not clamped: it starts exactly at ``start`` (a negative
+    start reaches before the first element) and its elements outside the axis are ``fill_value``, as a
+    sliding window over a padded sequence reads them.
+
     >>> import namedarray as nx, jax, jax.numpy as jnp
     >>> from namedarray.ops.indexing import dynamic_slice
     >>> x = nx.wrap(jnp.arange(12).reshape(3, 4), ["b", "seq"])
     >>> f = jax.jit(lambda x, i: dynamic_slice(x, {"seq": i}, {"seq": 2}))
     >>> f(x, 1).unwrap(["b", "seq"]).tolist()
     [[1, 2], [5, 6], [9, 10]]
+    >>> dynamic_slice(x, {"seq": -1}, {"seq": 3}, fill_value=-1).unwrap(["b", "seq"])[0].tolist()
+    [-1, 0, 1]
     """
     where = "nx.dynamic_slice"
+    fill = _fill_value(fill_value, where)
     if type(x) is not NamedArray:
         if isinstance(start_indices, Mapping) or isinstance(slice_sizes, Mapping):
             raise TypeError(f"{where}: axes by name need a NamedArray, got {type(x).__name__}")
+        if fill is not None:
+            x = _make(jnp.asarray(x), ())
+            start_indices, slice_sizes = dict(enumerate(start_indices)), dict(enumerate(slice_sizes))
+            return dynamic_slice(x, start_indices, slice_sizes, fill_value=fill).data
         return jax.lax.dynamic_slice(x, start_indices, slice_sizes)
     starts = _as_axis_map(x, start_indices, "start_indices", where)
     sizes = _as_axis_map(x, slice_sizes, "slice_sizes", where)
@@ -279,13 +290,52 @@ def dynamic_slice(x: Any, start_indices: Any, slice_sizes: Any) -> Any:
             raise AxisSizeError(f"{where}: slice_sizes[{axis!r}] must be non-negative, got {size}")
         window[axis] = (_start(start, where, axis), size)
     axes = tuple(window)
-    static = (axes, tuple(s for _, s in window.values()), where)
+    static = (axes, tuple(s for _, s in window.values()), where, fill)
     return engine.run(_dynamic_slice_impl, static, (x, *[s for s, _ in window.values()]))
 
 
+def _fill_value(v: Any, where: str) -> Any:
+    """A static fill value: a Python number (it keys the kernel cache), or None."""
+    if v is None:
+        return None
+    if isinstance(v, np.ndarray | np.generic) and np.ndim(v) == 0:
+        v = v.item()
+    if not isinstance(v, bool | int | float | complex):
+        raise TypeError(f"{where}: fill_value must be a number (static), got {v!r}")
+    return v
+
+
+def _padded(x: NamedArray, window: dict, fill: Any, where: str) -> tuple[NamedArray, dict]:
+    """``x`` padded with ``fill`` by each window's size on both sides, and the starts moved to match.
+
+    Starts are clipped to ``[-size, n]`` first: every window starting further out reads only padding, and
+    after the shift every window lies inside the padded axis, so ``dynamic_slice``'s clamping never moves it.
+    """
+    d = x.data
+    widths = [(0, 0)] * d.ndim
+    moved = {}
+    for axis, (start, size) in window.items():
+        j = _storage_axis(x, axis, where)
+        widths[j] = (size, size)
+        n = d.shape[j]
+        if type(start) is NamedArray:
+            start = _make(jnp.clip(start.data, -size, n) + size, start.names)
+        else:
+            start = jnp.clip(start, -size, n) + size
+        moved[axis] = (start, size)
+    return _make(jnp.pad(d, widths, constant_values=jnp.asarray(fill, d.dtype)), x.names), moved
+
+
 def _dynamic_slice_impl(static, x, *starts):
-    axes, sizes, where = static
-    return slice_window(x, dict(zip(axes, zip(starts, sizes))), where)
+    axes, sizes, where, fill = static
+    window = dict(zip(axes, zip(starts, sizes)))
+    if fill is not None:
+        for axis, (_, size) in window.items():  # before padding: the size check names the axis's own size
+            if size > x.data.shape[_storage_axis(x, axis, where)]:
+                raise AxisSizeError(f"{where}: a dynamic slice of size {size} along axis {axis!r}, which has "
+                                    f"size {x.data.shape[_storage_axis(x, axis, where)]}")
+        x, window = _padded(x, window, fill, where)
+    return slice_window(x, window, where)
 
 
 def dynamic_update_slice(x: Any, update: Any, start_indices: Any) -> Any:
