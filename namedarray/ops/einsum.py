@@ -184,9 +184,11 @@ def plan(spec: str, layouts: tuple[tuple[tuple[int, ...], tuple[str, ...] | None
         nl = len(term.letters)
         if term.ellipsis is None:
             if nl != npos:
+                hint = ("named axes are written in braces, not as letters" if nl > npos else
+                        "cover them with letters, or with '...' (kept where the output writes '...' too)")
                 raise _err(spec, f"term {k} {term.text!r} has {nl} positional subscript{'s' * (nl != 1)} but "
                                  f"operand {k} has {npos} positional ax{'es' if npos != 1 else 'is'} (shape "
-                                 f"{pshape}); named axes are written in braces, not as letters")
+                                 f"{pshape}); {hint}")
             ell = ()
         else:
             if nl > npos:
