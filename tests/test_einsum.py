@@ -323,7 +323,7 @@ def _xy():
     ("{i,j,i},{j,k}->{i,k}", "axis name 'i' appears twice"),
     ("{i,j},{j,k}->{i,k,i}", "axis name 'i' appears twice"),
     ("{i,j},{j,k},{k}->{i}", "3 input terms but 2 operands"),
-    ("{i,j}->{i}", "1 input term but 2 operands"),
+    ("i{i,j}->{i}", "one input term 'i{i,j}' for 2 operands is ambiguous"),
     ("{i,j},{j,k}->{i,q}", "output axis name 'q' appears in no input term"),
     ("{i,j},{j,k}->a{i,k}", "output subscript 'a' appears in no input term"),
     ("{i,j},{k}->{i,k}", "axis 'j' is written in term 0"),

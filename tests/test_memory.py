@@ -131,7 +131,7 @@ def test_clear_caches_empties_the_table():
 
 
 # Every cache the library owns, by the name it is registered under (namedarray.core.caches).
-CACHES = {"boundary permutations", "eager kernels", "einsum plans", "einsum specs",
+CACHES = {"boundary permutations", "eager kernels", "einsum forms", "einsum plans", "einsum specs",
           "functions built around user functions", "jax function index", "lifted functions of jax.lax",
           "lifted functions of jax.nn", "lifted functions of jax.random", "nx.xmap compilations",
           "rearrange specs", "sharding targets", "traced contractions"}
@@ -149,6 +149,7 @@ def test_clear_caches_empties_every_cache_the_library_owns():
     jax.make_jaxpr(lambda v: nx.dot(v, v, "a"))(x)  # a traced contraction
     jax.tree.leaves(x)  # a boundary permutation
     nx.einsum("{a,b},{b}->{a}", x, nx.wrap(jnp.ones(2), ["b"]))  # a spec, a plan, an eager kernel
+    nx.einsum("->{a}", x, nx.wrap(jnp.ones(2), ["b"]))  # a short form, written out in the full grammar
     nx.rearrange(x, "{a, b} -> a b")
     body = lambda i, v: v + 1  # noqa: E731  (kept alive: what is built around it lives as long)
     nx.lax.fori_loop(0, 2, body, x)  # a loop body built around the user's

@@ -14,6 +14,7 @@ contraction path; eagerly the whole operation is one cached kernel.
 
 from __future__ import annotations
 
+import re
 from typing import Any, NamedTuple
 
 import jax
@@ -150,6 +151,152 @@ def parse(spec: str) -> Spec:
 
 
 # --------------------------------------------------------------------------------------------------------
+# Aliases and the short forms: spec + operands' names -> a spec in the full grammar (cached per layout)
+
+# jnp.einsum's keywords that nx.einsum does not take: passed by a caller of jnp.einsum, never aliases
+_JNP_ONLY_KEYWORDS = frozenset({"out", "optimize", "out_sharding", "_dot_general"})
+# what a name in braces cannot hold (parse ends or splits it there)
+_UNSPELLABLE = re.compile(r"[\s,{}>]")
+_BRACES = re.compile(r"\{([^{}]*)\}")
+
+
+def _shown(spec: str, aliases: tuple[tuple[str, str], ...]) -> str:
+    """The call as the user wrote it, for messages: ``nx.einsum('{x}->{}', x='H')``."""
+    return f"nx.einsum({spec!r}{''.join(f', {k}={v!r}' for k, v in aliases)})"
+
+
+def _written(spec: str) -> set[str]:
+    """The names written in ``spec``'s braces."""
+    p = parse(spec)
+    return {n for t in (*p.inputs, *((p.output,) if p.output is not None else ())) for n in t.names}
+
+
+def _spellable(name: str) -> bool:
+    return bool(name) and not _UNSPELLABLE.search(name)
+
+
+def _resolve(spec: str, aliases: tuple[tuple[str, str], ...], where: str) -> str:
+    """``spec`` with each aliased name in braces replaced by its axis name."""
+    p = parse(spec)
+    terms = [*p.inputs] + ([p.output] if p.output is not None else [])
+    used = _written(spec)
+    amap = dict(aliases)
+    for key, value in aliases:
+        if key not in used:
+            written = fmt_names(sorted(used)) or "no names"
+            raise EinsumSpecError(f"{where}: alias {key}={value!r} is used nowhere: the spec's braces "
+                                  f"write {written}; write {{{key}}} where axis {value!r} belongs, or drop "
+                                  "the alias")
+        if not _spellable(value):
+            raise EinsumSpecError(f"{where}: alias {key}={value!r} is not an axis name braces can hold (no "
+                                  "whitespace, ',', '{', '}' or '>'); rename the axis first (.rename(...))")
+    for k, t in enumerate(terms):
+        seen: dict[str, str] = {}
+        what = "the output" if k == len(p.inputs) else f"term {k}"
+        for n in t.names:
+            axis = amap.get(n, n)
+            if axis in seen:
+                both = " and ".join(f"{w}={axis!r}" if w in amap else repr(w) for w in (seen[axis], n))
+                raise EinsumSpecError(f"{where}: {what} {t.text!r} names axis {axis!r} twice ({both}); a "
+                                      "term writes an axis once: drop one of them, or alias it to another "
+                                      "axis")
+            seen[axis] = n
+
+    def repl(m: re.Match) -> str:
+        parts = (s.strip() for s in m.group(1).split(","))
+        return "{" + ",".join(amap.get(s, s) for s in parts if s) + "}"
+
+    return _BRACES.sub(repl, spec)
+
+
+def _form(p: Spec, nops: int) -> str | None:
+    """Which short form ``p`` is for ``nops`` operands: "output" (``"->{H,W}"``: no input terms), "shared"
+    (one input term for several operands), or None (the full grammar)."""
+    if len(p.inputs) != 1 or not nops:
+        return None
+    if not p.inputs[0].text and p.output is not None and "{" in p.output.text:
+        return "output"
+    return "shared" if nops > 1 else None
+
+
+@caches.cache("einsum forms", 2048)
+def rewrite(spec: str, aliases: tuple[tuple[str, str], ...],
+            carried: tuple[tuple[str, ...] | None, ...]) -> str:
+    """``spec`` in the full grammar for operands that carry the names ``carried`` (``None``: a plain array):
+    aliases resolved, then the output-only form (``"->{H,W}"``) and the one-term-for-all form
+    (``"{D}->{}"`` with several operands) written out term by term. A spec in the full grammar comes back
+    as it is (with aliases resolved).
+
+    >>> rewrite("->{H}", (), (("H", "D"), ("D",)))
+    '...{H,D},...{D}->...{H}'
+    >>> rewrite("{x}->{}", (("x", "D"),), (("H", "D"), ("D",), None))
+    '{D},{D},{}->{}'
+    """
+    where = _shown(spec, aliases)
+    resolved = _resolve(spec, aliases, where) if aliases else spec
+    if resolved != spec:
+        where += f" (read as {resolved!r})"
+    p = parse(resolved)
+    form = _form(p, len(carried))
+    if form is None:
+        return resolved
+    nops = len(carried)
+    have = sorted({n for names in carried if names for n in names})
+    held = f"the operands carry {fmt_names(have)}" if have else "no operand carries a named axis"
+    out = p.output
+    if form == "output":
+        assert out is not None
+        for k, names in enumerate(carried):
+            for n in names or ():
+                if not _spellable(n):
+                    raise EinsumSpecError(f"{where}: operand {k} carries axis {n!r}, which braces cannot "
+                                          "write (it holds whitespace, ',', '{', '}' or '>'); rename it "
+                                          "first (.rename(...)) or reduce it with nx.sum or nx.dot by name")
+        full = (",".join("...{" + ",".join(names or ()) + "}" for names in carried)
+                + "->...{" + ",".join(out.names) + "}")
+        if out.letters:
+            raise EinsumSpecError(f"{where}: the output-only form ('->{{names}}', no input terms) keeps "
+                                  "every positional axis as the operands broadcast it, so its output takes "
+                                  f"no letters (it has {fmt_names(out.letters)}); write input terms, one per "
+                                  f"operand, to use letters: without them this spec means {full!r}")
+        missing = [n for n in out.names if n not in have]
+        if missing:
+            raise EinsumSpecError(f"{where}: the output lists {fmt_names(missing)}, which no operand "
+                                  f"carries ({held}); list only names the operands carry")
+        return full
+    term = p.inputs[0]
+    if term.letters:
+        each = ",".join([term.text] * nops) + ("->" + out.text if out is not None else "")
+        raise EinsumSpecError(f"{where}: one input term {term.text!r} for {nops} operands is ambiguous: its "
+                              "letters could mean the same or different positional axes in each operand; "
+                              f"write one input term per operand, separated by ',' (e.g. {each!r})")
+    if not term.text:
+        raise EinsumSpecError(f"{where}: no input terms for {nops} operands: list the named axes to keep "
+                              "in braces after '->' ('->{}' sums every named axis), or write one input term "
+                              "per operand, separated by ','")
+    if out is None:
+        raise EinsumSpecError(f"{where}: one input term {term.text!r} for {nops} operands needs an output: "
+                              f"write it after '->' (e.g. {term.text + '->{}'!r} contracts the listed "
+                              "names)")
+    missing = [n for n in term.names if n not in have]
+    if missing:
+        raise EinsumSpecError(f"{where}: the input term {term.text!r} applies to every operand, and no "
+                              f"operand carries {fmt_names(missing)} ({held}); drop "
+                              f"{'it' if len(missing) == 1 else 'them'} from the term")
+    unlisted = [n for n in out.names if n not in term.names]
+    ell = "..." if term.ellipsis is not None else ""
+    if unlisted:
+        fixed = ell + "{" + ",".join(term.names + tuple(unlisted)) + "}"
+        raise EinsumSpecError(f"{where}: the output keeps {fmt_names(unlisted)}, which the input term "
+                              f"{term.text!r} does not list; list {'it' if len(unlisted) == 1 else 'them'} "
+                              f"there too ({fixed + '->' + out.text!r}), or leave "
+                              f"{'it' if len(unlisted) == 1 else 'them'} out of the output: a name written "
+                              "nowhere is kept anyway, broadcast by name")
+    terms = [ell + "{" + ",".join(n for n in term.names if n in (names or ())) + "}" for names in carried]
+    return ",".join(terms) + "->" + out.text
+
+
+# --------------------------------------------------------------------------------------------------------
 # Planning: spec + operand layouts -> one jnp.einsum call on the storage arrays (cached per layout)
 
 
@@ -184,9 +331,11 @@ def plan(spec: str, layouts: tuple[tuple[tuple[int, ...], tuple[str, ...] | None
         nl = len(term.letters)
         if term.ellipsis is None:
             if nl != npos:
+                hint = ("named axes are written in braces, not as letters" if nl > npos else
+                        "cover them with letters, or with '...' (kept where the output writes '...' too)")
                 raise _err(spec, f"term {k} {term.text!r} has {nl} positional subscript{'s' * (nl != 1)} but "
                                  f"operand {k} has {npos} positional ax{'es' if npos != 1 else 'is'} (shape "
-                                 f"{pshape}); named axes are written in braces, not as letters")
+                                 f"{pshape}); {hint}")
             ell = ()
         else:
             if nl > npos:
@@ -352,8 +501,8 @@ def _out_sharding(pl: Plan, datas: list) -> Any:
 
 
 @implements(jnp.einsum)
-def einsum(spec: str, *operands: Any, precision: Any = None,
-           preferred_element_type: Any = None) -> NamedArray | jax.Array:
+def einsum(spec: str, *operands: Any, precision: Any = None, preferred_element_type: Any = None,
+           **aliases: str) -> NamedArray | jax.Array:
     """Einstein summation where letters are positional axes and ``{names}`` are named axes: a name written
     in the inputs and not in the output is contracted, one written in the output is kept, one written
     nowhere is broadcast by name.
@@ -370,7 +519,25 @@ def einsum(spec: str, *operands: Any, precision: Any = None,
     * ``{name,name,...}`` lists named axes. Names may be multi-character, their order inside the braces is
       irrelevant, and a brace group may sit anywhere in the term (``"n{b}"``, ``"{b}n"`` and ``"{b}n{}"`` are
       the same term): positions come from the letters alone. ``{}`` is an empty group (handy for a scalar
-      output, ``"{k},{k}->{}"``).
+      output, ``"{k},{k}->{}"``);
+    * **output only**: ``"->{H,W}"``, with no input terms at all, multiplies the operands (broadcasting by
+      name) and sums every named axis the output does not list; the listed names are kept (``"->{}"`` sums
+      them all). Positional axes are never touched: they broadcast as in NumPy and are kept, as if each input
+      term were ``"...{its names}"`` and the output ``"...{H,W}"``. The output takes no letters (write input
+      terms to place positional axes), and each listed name must be carried by some operand. (``"->"``, with
+      no braces, stays NumPy's term of one scalar operand);
+    * **one term for every operand**: with several operands, a single input term of names only
+      (``"{D}->{}"``, ``"{H,W,D}->{H,W}"``) applies to each operand, which writes the listed names it carries:
+      a listed name not in the output is contracted, a name listed nowhere broadcasts by name (kept). Each
+      listed name must be carried by some operand, the output's names must be listed, and ``'->'`` is
+      required; ``...`` in the term covers each operand's positional axes (write ``"...{D}->...{}"`` to keep
+      them). With one operand this is the ordinary grammar. A single term with letters for several operands
+      is ambiguous, an error: write one term per operand;
+    * **aliases**: keyword arguments map a name written in braces to an axis name, in every form:
+      ``nx.einsum("{x,y}->{y}", a, b, x="H", y="W")`` reads as ``"{H,W}->{W}"``. Values are strings only (an
+      axis name braces can hold); every alias must be used in the spec, and a term may not reach one axis
+      twice through them. ``precision`` and ``preferred_element_type`` are nx.einsum's own options and
+      cannot be aliases; jnp.einsum's other keywords (``optimize``, ``out``, ...) are not taken.
 
     Meaning:
 
@@ -398,12 +565,50 @@ def einsum(spec: str, *operands: Any, precision: Any = None,
     {'batch': 2, 'out': 4}
     >>> nx.einsum("ij,jk->ki", jnp.ones((2, 3)), jnp.ones((3, 5))).shape
     (5, 2)
+
+    The short forms and aliases, on operands that store their names in different orders:
+
+    >>> a = nx.wrap(jnp.ones((2, 3, 4)), ["H", "W", "D"])
+    >>> b = nx.wrap(jnp.full((4, 3, 2), 2.0), ["D", "W", "H"])
+    >>> hw = nx.einsum("->{H,W}", a, b)  # D contracted; the same as "{H,W,D},{D,W,H}->{H,W}"
+    >>> hw.named_shape, float(hw.unwrap(["H", "W"])[0, 0])
+    ({'H': 2, 'W': 3}, 8.0)
+    >>> float(nx.einsum("->{}", a, b))  # every named axis summed
+    48.0
+    >>> nx.einsum("{D}->{}", a, b).named_shape  # one term for both: D contracted, H and W broadcast
+    {'H': 2, 'W': 3}
+    >>> nx.einsum("{x,y}->{y}", a, b, x="H", y="W").named_shape  # "{H,W}->{W}": H contracted, D broadcast
+    {'D': 4, 'W': 3}
     """
     if not isinstance(spec, str):
         raise EinsumSpecError(f"nx.einsum takes the subscripts string first, got {type(spec).__name__} (the "
                               "interleaved operand/sublist form of numpy.einsum is not supported)")
     ops = tuple(_operand(v, k, f"nx.einsum({spec!r})", "operand") for k, v in enumerate(operands))
+    full = spec
+    named = ()
+    if aliases:
+        named = tuple(sorted(aliases.items()))
+        for key, value in named:
+            if key in _JNP_ONLY_KEYWORDS and key not in _written(spec):
+                raise TypeError(f"{_shown(spec, ())}: nx.einsum takes no {key}= (a keyword of jnp.einsum): "
+                                "it plans the contraction itself, once per layout; its keywords are "
+                                "precision, preferred_element_type and aliases of names written in braces")
+            if not isinstance(value, str):
+                raise TypeError(f"{_shown(spec, ())}: alias {key}={value!r} ({type(value).__name__}) must "
+                                f"be a str, the axis name that {{{key}}} stands for in the spec")
+    if named or _form(parse(spec), len(ops)) is not None:
+        full = rewrite(spec, named, tuple(v.names if type(v) is NamedArray else None for v in ops))
     # the static configuration starts with the op's name: errors raised on the result (a resource
     # conflict inside nx.xmap) say which operation made it
-    static = ("nx.einsum", spec, precision, preferred_element_type)
-    return _result(engine.run(_einsum_impl, static, ops), ops)
+    static = ("nx.einsum", full, precision, preferred_element_type)
+    if full == spec:
+        return _result(engine.run(_einsum_impl, static, ops), ops)
+    try:
+        return _result(engine.run(_einsum_impl, static, ops), ops)
+    except (EinsumSpecError, AxisSizeError) as e:
+        # the full spec's errors, told about the spec as written
+        prefix = f"nx.einsum({full!r})"
+        msg = str(e)
+        if not msg.startswith(prefix):
+            raise
+        raise type(e)(f"{_shown(spec, named)} (read as {full!r}){msg[len(prefix):]}") from None
