@@ -32,7 +32,9 @@ RULES = {
         "axis (size 1); a reduced name is dropped even then, since names broadcast by name."),
     "along": (
         "acts along the axis given in ``axis``, by position or by name, and keeps it; every other name\n"
-        "is a batch axis."),
+        "is a batch axis. Options may be arrays, traced under ``jit`` (``roll``'s shift, ``repeat``'s\n"
+        "counts), as in ``jax.numpy``; one with named axes is an error that shows the ``nx.along``\n"
+        "spelling."),
     "lifted": (
         "is lifted: it runs as if vmapped over every named axis of its NamedArray arguments, and\n"
         "the result carries their names. Integer axis arguments count positional axes only, and a value\n"

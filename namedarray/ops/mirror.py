@@ -292,6 +292,13 @@ def _array_options(kwargs: dict, name: str, where: str) -> dict:
     mapping it over its names is what :func:`nx.along <namedarray.along>` is for. ``repeat``'s counts set the
     output size: concrete counts give it (NumPy's behaviour), traced ones need ``total_repeat_length``, as in
     ``jnp.repeat``.
+
+    >>> import namedarray as nx, jax, jax.numpy as jnp
+    >>> x = nx.wrap(jnp.arange(3), ["t"])
+    >>> jax.jit(lambda x, s: nx.roll(x, s, "t"))(x, jnp.array(1)).unwrap("t").tolist()
+    [2, 0, 1]
+    >>> nx.repeat(x, jnp.array([2, 0, 1]), axis="t").unwrap("t").tolist()
+    [0, 0, 2]
     """
     arrays = {}
     if name == "repeat" and isinstance(kwargs.get("repeats"), (list, tuple)):  # NumPy takes a list of counts
