@@ -43,7 +43,7 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 
 from ..errors import AxisSpecError, NamedAxisError, wrong_type
 from .shape import check_names
@@ -172,7 +172,7 @@ def _name_set(names: Iterable[str], where: str, what: str = "names",
                             f"[{names!r}, ...] for a set with more than one name)")
     if ordered and isinstance(names, (set, frozenset)):  # its order would be the hash order of this process
         raise wrong_type(where, what, names, "a sequence of axis names in the order to fix (a set has none)")
-    if names is None or isinstance(names, (bytes, Mapping)) or not hasattr(names, "__iter__"):
+    if names is None or isinstance(names, bytes) or not hasattr(names, "__iter__"):
         raise wrong_type(where, what, names, "a sequence of axis names")
     return check_names(tuple(names), where)
 

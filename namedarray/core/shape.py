@@ -103,14 +103,14 @@ def check_names(names: tuple[str, ...], where: str) -> tuple[str, ...]:
 
 def as_names(names: str | Iterable[str], where: str, what: str) -> tuple[str, ...]:
     """``names`` (one name, or a sequence of them) as a tuple of unique axis names; a ``TypeError`` naming the
-    argument ``what`` when it is not a sequence (None, a number, a mapping, a set, whose order is arbitrary).
+    argument ``what`` when it is not a sequence (None, a number, or a set, whose order is arbitrary).
 
     >>> as_names("seq", "example", "names"), as_names(["heads", "hd"], "example", "names")
     (('seq',), ('heads', 'hd'))
     """
     if isinstance(names, str):
         return check_names((names,), where)
-    if names is None or isinstance(names, (bytes, Mapping, set, frozenset)) or not hasattr(names, "__iter__"):
+    if names is None or isinstance(names, (bytes, set, frozenset)) or not hasattr(names, "__iter__"):
         raise wrong_type(where, what, names, "an axis name or a sequence of them")
     return check_names(tuple(names), where)
 
