@@ -166,12 +166,32 @@ def not_an_array(where: str, what: str, value: object) -> TypeError:
     >>> print(not_an_array("nx.dot", "argument 1", {"a": 1}))
     nx.dot: argument 1 must be an array or scalar, got {'a': 1} (dict)
     """
+    return wrong_type(where, what, value, "an array or scalar")
+
+
+def wrong_type(where: str, what: str, value: object, expected: str) -> TypeError:
+    """The error for an argument of the wrong kind: the operation, the argument, what it takes, what it got.
+
+    >>> print(wrong_type("nx.unbind", "axis", None, "an axis name or a positional axis (int)"))
+    nx.unbind: axis must be an axis name or a positional axis (int), got None
+    >>> print(wrong_type("nx.concat", "arrays", 3.0, "a sequence of arrays"))
+    nx.concat: arrays must be a sequence of arrays, got 3.0 (float)
+    """
+    return TypeError(f"{where}: {what} must be {expected}, got {describe(value)}")
+
+
+def describe(value: object) -> str:
+    """A short account of a wrong value for messages: its repr (shortened) and its type.
+
+    >>> describe(None), describe("abc"), describe({"a"})
+    ('None', "the string 'abc'", "{'a'} (set)")
+    """
     import reprlib
 
     if value is None:
-        got = "None"
-    elif isinstance(value, (str, bytes)):
-        got = f"the string {reprlib.repr(value)}"
-    else:
-        got = f"{reprlib.repr(value)} ({type(value).__name__})"
-    return TypeError(f"{where}: {what} must be an array or scalar, got {got}")
+        return "None"
+    if isinstance(value, (str, bytes)):
+        return f"the string {reprlib.repr(value)}"
+    if hasattr(value, "named_shape") and hasattr(value, "shape"):  # a NamedArray: its shapes, not its data
+        return f"a NamedArray (positional shape {value.shape}, named shape {dict(value.named_shape)})"
+    return f"{reprlib.repr(value)} ({type(value).__name__})"

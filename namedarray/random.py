@@ -33,6 +33,7 @@ names its samples are the same along every name).
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -44,9 +45,10 @@ from .core.array import NamedArray, from_storage
 from .core.shape import join_sizes
 from .core.wrapping import name_to_position, wrap
 from .engine import dispatch as engine
+from .engine.arguments import call
 from .engine.lifting import rest_of
 from .engine.nmap import nmap
-from .errors import AxisSizeError, AxisSpecError, fmt_names
+from .errors import AxisSizeError, AxisSpecError, PositionalAxisError, describe, fmt_names, wrong_type
 from .ops.creation import NamedShapeLike, named_shape_arg
 
 __all__ = ["key", "PRNGKey", "key_data", "wrap_key_data", "split", "fold_in", "normal", "uniform",
@@ -69,14 +71,28 @@ _SCALARS = (int, float, bool, np.number, np.bool_)
 # Arguments
 
 
+_SHAPE = "a sequence of ints (the positional shape) or an int"
+
+
 def _shape(shape: Shape, where: str) -> tuple[int, ...] | None:
     if shape is None:
         return None
-    if isinstance(shape, (int, np.integer)):
+    if isinstance(shape, (int, np.integer)) and not isinstance(shape, bool):
         return (int(shape),)
     if isinstance(shape, Mapping):
         raise AxisSpecError(f"{where}: shape is the positional shape; give named axes as named_shape={{...}}")
-    return tuple(int(s) for s in shape)
+    if isinstance(shape, (str, bytes, set, frozenset)) or not hasattr(shape, "__iter__"):
+        raise wrong_type(where, "shape", shape, _SHAPE)
+    try:
+        return tuple(operator.index(s) for s in shape)
+    except TypeError:
+        raise wrong_type(where, "shape", shape, _SHAPE) from None
+
+
+def _check_key(k: Any, where: str) -> None:
+    """A key is an array (a typed key, or uint32 key data) or a NamedArray of them; nothing else is."""
+    if type(k) is not NamedArray and not hasattr(k, "dtype"):
+        raise wrong_type(where, "key", k, "a PRNG key (jax.random.key(seed)) or a named key array")
 
 
 def _sizes(v: Any) -> dict[str, int] | None:
@@ -196,12 +212,14 @@ def _sample(name: str, k: Any, params: Mapping[str, Any], shape: Shape, named_sh
             kwargs: Mapping[str, Any]) -> Any:
     where = f"nx.random.{name}"
     fn = getattr(jax.random, name)
+    _check_key(k, where)
     named = named_shape_arg(named_shape, where)
     shape = _shape(shape, where)
     kwargs = {n: v for n, v in kwargs.items() if v is not None}
     if not named and type(k) is not NamedArray and not any(type(v) is NamedArray for v in params.values()):
         # nothing named: exactly jax.random
-        return fn(k, **params, **({} if shape is None else {"shape": shape}), **kwargs)
+        return call(fn, (k,), {**params, **({} if shape is None else {"shape": shape}), **kwargs}, where)
+    engine.require_operands(where, (k, *params.values()), ("key", *params))
     slots = tuple((n, v if isinstance(v, _SCALARS) else _ARRAY) for n, v in params.items())
     arrays = tuple(v for v in params.values() if not isinstance(v, _SCALARS))
     static = (fn, shape, tuple(named.items()), slots, tuple(sorted(kwargs.items())), where)
@@ -249,6 +267,8 @@ def randint(key: Any, shape: Shape, minval: Any, maxval: Any, dtype: Any = None,
     >>> bool(nx.all((x >= 0) & (x < 10), axis="i"))
     True
     """
+    if shape is None:  # (jax.random.randint needs one: () for scalars)
+        raise wrong_type("nx.random.randint", "shape", shape, _SHAPE)
     return _sample("randint", key, {"minval": minval, "maxval": maxval}, shape, named_shape, {"dtype": dtype})
 
 
@@ -382,6 +402,7 @@ def split(key: Any, num: int | Sequence[int] | None = None, *, named_shape: Name
     {'embed': 8, 'layer': 4}
     """
     where = "nx.random.split"
+    _check_key(key, where)
     named = named_shape_arg(named_shape, where)
     if not named:
         return _split_positional(key, 2 if num is None else num)
@@ -436,11 +457,17 @@ def categorical(key: Any, logits: Any, axis: int | str = -1, shape: Shape = None
     [1, 0]
     """
     where = "nx.random.categorical"
+    _check_key(key, where)
     named = named_shape_arg(named_shape, where)
     shape = _shape(shape, where)
     kwargs = {"replace": replace, **({"mode": mode} if mode is not None else {})}
     if not named and not isinstance(axis, str) and NamedArray not in (type(key), type(logits)):
-        return jax.random.categorical(key, logits, axis=axis, shape=shape, **kwargs)
+        nd = 0 if isinstance(logits, _SCALARS) else getattr(logits, "ndim", None)
+        if isinstance(nd, int) and isinstance(axis, (int, np.integer)) and not -nd <= axis < nd:
+            raise PositionalAxisError(f"{where}: axis={axis!r} is out of range for logits, which have "
+                                      f"{nd or 'no'} ax{'i' if nd == 1 else 'e'}s (got {describe(logits)})")
+        return call(jax.random.categorical, (key, logits), dict(axis=axis, shape=shape, **kwargs), where)
+    engine.require_operands(where, (key, logits), ("key", "logits"))
     static = (axis, shape, tuple(named.items()), tuple(sorted(kwargs.items())), where)
     return engine.run(_categorical_impl, static, (key, logits))
 
@@ -474,8 +501,10 @@ def permutation(key: Any, x: Any, axis: int | str = 0, independent: bool = False
     [0, 1, 2, 3, 4]
     """
     where = "nx.random.permutation"
+    _check_key(key, where)
     if type(x) is not NamedArray and type(key) is not NamedArray and not isinstance(axis, str):
-        return jax.random.permutation(key, x, axis=axis, independent=independent)
+        return call(jax.random.permutation, (key, x), {"axis": axis, "independent": independent}, where)
+    engine.require_operands(where, (key, x), ("key", "x"))
     if isinstance(x, (int, np.integer)):
         x = jnp.arange(int(x))
     x = wrap(x)

@@ -101,7 +101,10 @@ RAISES = {
     **{f: (lambda f=f: getattr(nx, f)(X)) for f in """trace diagonal matrix_transpose rot90 average cumsum
        cumprod nancumsum nancumprod flip sort argsort diff vander trapezoid sum mean max argmax median
        ptp var std""".split()},
-    **{f: (lambda f=f: getattr(nx, f)(X, X)) for f in "cross vecdot convolve correlate kron polyval".split()},
+    **{f: (lambda f=f: getattr(nx, f)(X, X)) for f in """cross vecdot convolve correlate kron polyval matvec
+       vecmat polyadd polysub polymul polydiv digitize""".split()},
+    **{f: (lambda f=f: getattr(nx, f)(X)) for f in "polyder polyint".split()},
+    **{f: (lambda f=f: getattr(nx, f)(X, 2)) for f in "hsplit vsplit dsplit".split()},
     # every reduction: axis=None on an all-named value reduces nothing
     **{f: (lambda f=f: getattr(nx, f)(X, *((0.5,) if f in mirror.TAKES_Q else ())))
        for f in mirror.REDUCTIONS},

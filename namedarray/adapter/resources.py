@@ -36,7 +36,14 @@ from ..core import env as _env
 from ..core.array import NamedArray, _make
 from ..core.placement import conflict, constrain, current_mesh, mesh_sizes, storage_spec
 from ..engine import dispatch as engine
-from ..errors import DivisibilityError, MeshChangeError, MissingResourceError, ResourceConflictError
+from ..errors import (
+    DivisibilityError,
+    MeshChangeError,
+    MissingResourceError,
+    ResourceConflictError,
+    ResourceError,
+    wrong_type,
+)
 
 # The user-facing part; the rest of the module serves nx.xmap (and the engine's check_created hook).
 __all__ = ["SerialLoop", "serial_loop", "in_scope_loops", "current_mesh"]
@@ -55,9 +62,7 @@ class SerialLoop:
     __slots__ = ("length",)
 
     def __init__(self, length: int):
-        if not isinstance(length, int) or isinstance(length, bool) or length < 1:
-            raise ValueError(f"SerialLoop: the length must be a positive int, got {length!r}")
-        self.length = length
+        self.length = _loop_length(length, "nx.SerialLoop")
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, SerialLoop) and other.length == self.length
@@ -67,6 +72,14 @@ class SerialLoop:
 
     def __repr__(self) -> str:
         return f"SerialLoop({self.length})"
+
+
+def _loop_length(length: Any, where: str) -> int:
+    if not isinstance(length, int) or isinstance(length, bool):
+        raise wrong_type(where, "length", length, "a positive int")
+    if length < 1:
+        raise ResourceError(f"{where}: the length must be a positive int, got {length!r}")
+    return length
 
 
 @contextlib.contextmanager
@@ -81,9 +94,11 @@ def serial_loop(name: str, length: int) -> Iterator[None]:
     ...     nx.xmap(lambda x: x + 1, ["i"], ["i"], axis_resources={"i": "l"})(jnp.arange(4)).tolist()
     [1, 2, 3, 4]
     """
-    if not isinstance(name, str) or not name:
-        raise ValueError(f"serial_loop: the loop name must be a non-empty string, got {name!r}")
-    SerialLoop(length)  # validates the length
+    if not isinstance(name, str):
+        raise wrong_type("nx.serial_loop", "name", name, "a non-empty string (the loop's name)")
+    if not name:
+        raise ResourceError("nx.serial_loop: the loop name must be a non-empty string, got ''")
+    _loop_length(length, "nx.serial_loop")
     with _env.loop_scope(name, length):  # the loops in scope are part of the one axis environment
         yield
 

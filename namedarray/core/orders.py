@@ -45,7 +45,7 @@ import json
 import threading
 from collections.abc import Iterable
 
-from ..errors import AxisSpecError, NamedAxisError
+from ..errors import AxisSpecError, NamedAxisError, wrong_type
 from .shape import check_names
 
 __all__ = ["MAX_ORDERS", "canonical", "canonical_order", "fix_canonical_order", "reset_canonical_orders",
@@ -120,8 +120,8 @@ def fix_canonical_order(*orders: Iterable[str]) -> None:
     """
     where = "nx.fix_canonical_order"
     sync_with_job()
-    for order in orders:
-        order = _name_set(order, where)
+    for i, order in enumerate(orders):
+        order = _name_set(order, where, f"argument {i}", ordered=True)
         key = frozenset(order)
         with _LOCK:
             got = _ORDERS.get(key)
@@ -165,10 +165,15 @@ def size() -> int:
     return len(_ORDERS)
 
 
-def _name_set(names: Iterable[str], where: str) -> tuple[str, ...]:
+def _name_set(names: Iterable[str], where: str, what: str = "names",
+              ordered: bool = False) -> tuple[str, ...]:
     if isinstance(names, str):
         raise AxisSpecError(f"{where}: expected a sequence of names, got the string {names!r} (write "
                             f"[{names!r}, ...] for a set with more than one name)")
+    if ordered and isinstance(names, (set, frozenset)):  # its order would be the hash order of this process
+        raise wrong_type(where, what, names, "a sequence of axis names in the order to fix (a set has none)")
+    if names is None or isinstance(names, bytes) or not hasattr(names, "__iter__"):
+        raise wrong_type(where, what, names, "a sequence of axis names")
     return check_names(tuple(names), where)
 
 

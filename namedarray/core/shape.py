@@ -14,9 +14,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
 
-from ..errors import AxisSizeError, AxisSpecError, DuplicateAxisError, fmt_names
+from ..errors import AxisSizeError, AxisSpecError, DuplicateAxisError, fmt_names, wrong_type
 
-__all__ = ["NamedShape", "check_name", "check_names", "duplicates", "join_sizes"]
+__all__ = ["NamedShape", "check_name", "check_names", "as_names", "duplicates", "join_sizes"]
 
 
 class NamedShape(Mapping):
@@ -30,7 +30,11 @@ class NamedShape(Mapping):
     __slots__ = ("_items",)
 
     def __init__(self, items: Mapping[str, int] | Iterable[tuple[str, int]] = ()):
-        d = dict(items)
+        try:
+            d = dict(items)
+        except (TypeError, ValueError):
+            raise wrong_type("nx.NamedShape", "items", items,
+                             "a mapping {name: size} or a sequence of (name, size) pairs") from None
         for name in d:
             check_name(name, "NamedShape")
         self._items = d
@@ -95,6 +99,20 @@ def check_names(names: tuple[str, ...], where: str) -> tuple[str, ...]:
         raise DuplicateAxisError(f"{where}: axis names must be unique, but {fmt_names(dup)} appears twice "
                                  f"in {list(names)!r}")
     return names
+
+
+def as_names(names: str | Iterable[str], where: str, what: str) -> tuple[str, ...]:
+    """``names`` (one name, or a sequence of them) as a tuple of unique axis names; a ``TypeError`` naming the
+    argument ``what`` when it is not a sequence (None, a number, or a set, whose order is arbitrary).
+
+    >>> as_names("seq", "example", "names"), as_names(["heads", "hd"], "example", "names")
+    (('seq',), ('heads', 'hd'))
+    """
+    if isinstance(names, str):
+        return check_names((names,), where)
+    if names is None or isinstance(names, (bytes, set, frozenset)) or not hasattr(names, "__iter__"):
+        raise wrong_type(where, what, names, "an axis name or a sequence of them")
+    return check_names(tuple(names), where)
 
 
 def duplicates(names: Iterable[str]) -> list[str]:

@@ -7,6 +7,9 @@ operands by name, calls the function, and wraps the result again:
   fused kernel per layout, under a trace the lax ops directly;
 * :mod:`~namedarray.engine.lifting`: lifting a positional function over named axes (what ``nx.nmap`` and
   the numpy mirror use);
+* :mod:`~namedarray.engine.arguments`: once a call fails, which argument was of a plainly wrong kind (None,
+  a string, a set, NaN where an int goes), read from the signature of the function called, so that the
+  error names it rather than jax's internals;
 * :mod:`~namedarray.engine.nmap`: ``nx.nmap``;
 * :mod:`~namedarray.engine.docstrings`: the rule for names that opens every generated docstring.
 

@@ -27,7 +27,7 @@ it), plus :func:`lift`, which vectorises any positional function over named axes
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import jax
@@ -36,17 +36,20 @@ import numpy as np
 
 from ..core import caches, kernels, placement
 from ..core import env as _env
-from ..core.array import _ONE, NamedArray, _make, from_storage, is_named, pack, unpack
+from ..core.array import _ONE, NamedArray, _make, from_storage, is_named, pack, to_storage, unpack
 from ..core.layout import align, join, named_sizes, pos_ndim, union
 from ..core.shape import join_sizes
 from ..errors import (
     AxisSizeError,
     AxisSpecError,
     DuplicateAxisError,
+    NamedAxisError,
     PositionalMisuseError,
     UnboundAxisError,
     fmt_names,
+    not_an_array,
 )
+from .arguments import mistyped
 
 __all__ = ["run", "elementwise", "reduce", "check_reduces", "along", "lift", "normalize_axis", "stats"]
 
@@ -176,8 +179,8 @@ def _elementwise_impl(static, *operands):
 def _check_positional(operands: tuple, where: str) -> None:
     """Raise an :class:`AxisSizeError` in the user's terms when the positional shapes do not broadcast
     (the storage shapes jax would report include the named axes)."""
-    shapes = [v.shape if type(v) is NamedArray else tuple(getattr(v, "shape", ())) for v in operands]
     try:
+        shapes = [v.shape if type(v) is NamedArray else _shape_of(v) for v in operands]
         np.broadcast_shapes(*shapes)
     except ValueError:
         parts = ", ".join(
@@ -186,6 +189,13 @@ def _check_positional(operands: tuple, where: str) -> None:
             for i, (v, s) in enumerate(zip(operands, shapes)))
         raise AxisSizeError(f"{where}: the positional shapes do not broadcast ({parts}); named axes "
                             "broadcast by name, positional axes by NumPy's rules") from None
+
+
+def _shape_of(v: Any) -> tuple[int, ...]:
+    """A plain operand's shape; a list's is its array's (its elements may be tracers inside a kernel)."""
+    if isinstance(v, (list, tuple)):
+        return tuple(jnp.asarray(v).shape)
+    return tuple(getattr(v, "shape", ()))
 
 
 def elementwise(fn: Callable, operands: tuple, where: str, kwargs: tuple = (),
@@ -199,10 +209,66 @@ def elementwise(fn: Callable, operands: tuple, where: str, kwargs: tuple = (),
     >>> elementwise(jnp.add, (nx.wrap(jnp.ones(2), ["a"]), nx.wrap(jnp.ones(3), ["b"])), "add").named_shape
     {'a': 2, 'b': 3}
     """
-    for v in operands:
+    try:
+        for v in operands:
+            if type(v) is NamedArray:
+                return run(_elementwise_impl, (fn, where, kwargs) if static is None else static, operands)
+        return fn(*operands, **dict(kwargs))
+    except (TypeError, ValueError) as e:
+        if isinstance(e, NamedAxisError):
+            raise
+        wrong = operand_error(operands, where, optional=_OPTIONAL.get(fn, ()))
+        if wrong is None and kwargs:  # static options (an activation's alpha): judged by fn's annotations
+            wrong = mistyped(fn, operands, dict(kwargs), where, e)
+        if wrong is not None:
+            raise wrong from None
+        if type(e) in (TypeError, ValueError) and not str(e).startswith(f"{where}: "):
+            # jax names its primitive ("shift_left does not accept dtype float32"): say which nx function
+            raise type(e)(f"{where}: {e}") from e
+        raise
+
+
+def require_operands(where: str, operands: Sequence[Any], labels: Sequence[str],
+                     optional: Sequence[str] = ()) -> None:
+    """Raise the TypeError naming the first operand that is plainly not an array: None (unless its label is
+    ``optional``), a string, a set or a mapping. A cheap check made before an operation runs, for operations
+    that would otherwise meet such a value inside a kernel (whose error names jax's internals).
+
+    >>> require_operands("nx.nn.glu", (None,), ("x",))
+    Traceback (most recent call last):
+    ...
+    TypeError: nx.nn.glu: x must be an array or scalar, got None
+    """
+    for v, label in zip(operands, labels):
         if type(v) is NamedArray:
-            return run(_elementwise_impl, (fn, where, kwargs) if static is None else static, operands)
-    return fn(*operands, **dict(kwargs))
+            continue
+        if (v is None and label not in optional) or isinstance(v, (str, bytes, set, frozenset, Mapping)):
+            raise not_an_array(where, label, v)
+
+
+# elementwise functions some of whose operands may be None (the bounds of clip)
+_OPTIONAL = {jnp.clip: (1, 2)}
+
+
+def operand_error(operands: Sequence[Any], where: str, labels: Sequence[str] | None = None,
+                  optional: Sequence[int] = ()) -> Exception | None:
+    """The error naming the first operand that is not an array or scalar (None, a string, a set, ...), if any.
+
+    Asked once an operation has failed, so valid calls pay nothing: the failure jax reports for such an
+    operand (met inside a kernel, or inside jax.numpy) names jax's internals rather than the argument.
+    ``labels`` name the operands (default ``argument i``); an ``optional`` operand may be None.
+
+    >>> print(operand_error((1.0, "zz"), "nx.add"))
+    nx.add: argument 1 must be an array or scalar, got the string 'zz'
+    """
+    for i, v in enumerate(operands):
+        if type(v) is NamedArray or (v is None and i in optional):
+            continue
+        try:
+            to_storage(v, where, labels[i] if labels else f"argument {i}")
+        except (TypeError, ValueError) as e:
+            return e
+    return None
 
 
 # --------------------------------------------------------------------------------------------------------
@@ -558,12 +624,26 @@ def lift(f: Callable, args: tuple, kwargs: dict, where: str) -> Any:
     """Call positional ``f`` vectorised over every named axis of the NamedArrays among its arguments.
 
     Arrays anywhere in ``args``/``kwargs`` are operands; every other leaf is static configuration (it keys
-    the eager kernel). Without a NamedArray among them this is just ``f(*args, **kwargs)``.
+    the eager kernel). Without a NamedArray among them this is just ``f(*args, **kwargs)``. When the call
+    fails on an argument of a plainly wrong kind by ``f``'s annotations (:func:`mistyped`), the error names
+    that argument.
 
     >>> import namedarray as nx, jax.numpy as jnp
     >>> lift(jnp.linalg.norm, (nx.wrap(jnp.ones((4, 3)), ["b", ...]),), {}, "norm").named_shape
     {'b': 4}
     """
+    try:
+        return _lift(f, args, kwargs, where)
+    except NamedAxisError:
+        raise
+    except Exception as e:
+        wrong = mistyped(f, args, kwargs, where, e)
+        if wrong is not None:
+            raise wrong from e
+        raise
+
+
+def _lift(f: Callable, args: tuple, kwargs: dict, where: str) -> Any:
     leaves, treedef = jax.tree.flatten((args, kwargs), is_leaf=is_named)
     dyn = []
     slots = []

@@ -42,7 +42,7 @@ import numpy as np
 from ..core import caches
 from ..core import env as _env
 from ..core.array import NamedArray
-from ..errors import AxisSpecError, NamedAxisError, PositionalAxisError, fmt_names
+from ..errors import AxisSpecError, NamedAxisError, PositionalAxisError, describe, fmt_names
 from . import dispatch as engine
 from .docstrings import document
 
@@ -69,7 +69,12 @@ MIN_RANK: dict[str, dict[str, dict[str, int]]] = {
            "scaled_matmul": {"lhs": 3, "rhs": 3}},
     "random": {"dirichlet": {"alpha": 1}, "multivariate_normal": {"mean": 1, "cov": 2},
                "multinomial": {"p": 1}},
-    "": {"matrix_transpose": {"#0": 2}, "vander": {"#0": 1}, "polyval": {"#0": 1},
+    "": {"matrix_transpose": {"#0": 2}, "vander": {"#0": 1}, "polyval": {"#0": 1}, "polyder": {"#0": 1},
+         "polyint": {"#0": 1},
+         **{f: {"#0": 1, "#1": 1} for f in ("polyadd", "polysub", "polymul", "polydiv")},
+         "hsplit": {"#0": 1}, "vsplit": {"#0": 2}, "dsplit": {"#0": 3}, "digitize": {"bins": 1},
+         "trapezoid": {"x": 1}, "vecdot": {"#0": 1, "#1": 1}, "matvec": {"#0": 2, "#1": 1},
+         "vecmat": {"#0": 1, "#1": 2},
          **{f: {"#0": 1, "#1": 1} for f in ("convolve", "correlate", "inner", "kron")}},
 }
 
@@ -169,6 +174,45 @@ class _Needs:
                             "not counted. Give the axis a position first (x.untag(name)), or use an nx "
                             "function that takes names in its axis argument")
 
+    def plain_error(self, args: tuple, kwargs: dict) -> PositionalAxisError | None:
+        """After a failed call, the :class:`PositionalAxisError` for a plain argument (a scalar, a jax or
+        NumPy array) with fewer axes than the function acts on or than an axis argument counts, if any: jax's
+        own error for it is an ``IndexError`` or ``len() of unsized object`` from deep inside."""
+        if self.signature is None:
+            return None
+        try:
+            bound = self.signature.bind(*args, **kwargs)
+        except TypeError:
+            return None
+        bound.apply_defaults()
+        values = bound.arguments
+        for arg, rank in self.ranks.items():
+            nd = _plain_ndim(values.get(arg))
+            if nd is not None and nd < rank:
+                return PositionalAxisError(
+                    f"{self.where}: it acts on {rank} ax{'is' if rank == 1 else 'es'} of {_arg(arg)}, which "
+                    f"has {nd or 'none'} (got {describe(values.get(arg))})")
+        for param, arg in self.axes.items():
+            value, nd = values.get(param), _plain_ndim(values.get(arg))
+            if nd is None or value is None:
+                continue
+            for a in (value if isinstance(value, (tuple, list)) else (value,)):
+                if isinstance(a, (int, np.integer)) and not isinstance(a, bool) and not -nd <= a < nd:
+                    return PositionalAxisError(
+                        f"{self.where}: {param}={value!r} is out of range for {_arg(arg)}, which has "
+                        f"{nd or 'no'} ax{'i' if nd == 1 else 'e'}s (got {describe(values.get(arg))})")
+        return None
+
+
+def _plain_ndim(v: Any) -> int | None:
+    """The number of axes of a plain scalar or array (None for anything else: NamedArrays, lists, None)."""
+    if v is None or isinstance(v, bool) or type(v) is NamedArray:
+        return None
+    if isinstance(v, (int, float, complex, np.generic)):
+        return 0
+    nd = getattr(v, "ndim", None)
+    return nd if isinstance(nd, int) else None
+
 
 def _named_arrays(v: Any) -> list[NamedArray]:
     """The NamedArrays with names in ``v`` (an argument, or a sequence of them: ``lax.concatenate``)."""
@@ -214,7 +258,17 @@ def lift(fn: Callable, where: str, module: str = "", name: str | None = None) ->
     def lifted(*args, **kwargs):
         named = [v for v in (*args, *kwargs.values()) if type(v) is NamedArray and v.names]
         if not named and not any(_named_arrays(v) for v in args if isinstance(v, (tuple, list))):
-            return engine.lift(fn, args, kwargs, where)
+            try:
+                return engine.lift(fn, args, kwargs, where)
+            except NamedAxisError:
+                raise
+            except _PLAIN_ERRORS as e:
+                wrong = needs.plain_error(args, kwargs)
+                if wrong is not None:
+                    raise wrong from e
+                if type(e) not in _PLAIN_ERRORS or str(e).startswith(f"{where}: "):
+                    raise
+                raise type(e)(f"{where}: {e}") from e  # jax names its own function, or none
         for p in axis_params:  # a lifted function only sees positional axes: say so, not int(name)
             i = positions[p]
             v = args[i] if i < len(args) else kwargs.get(p)
@@ -230,8 +284,11 @@ def lift(fn: Callable, where: str, module: str = "", name: str | None = None) ->
         except NamedAxisError:
             raise
         except _PLAIN_ERRORS as e:
-            if type(e) not in _PLAIN_ERRORS:
-                raise  # jax's own error classes (ConcretizationTypeError, ...) stay as they are
+            wrong = needs.plain_error(args, kwargs)
+            if wrong is not None:
+                raise wrong from e
+            if type(e) not in _PLAIN_ERRORS or str(e).startswith(f"{where}: "):
+                raise  # jax's own error classes (ConcretizationTypeError, ...) and nx's own messages stay
             shapes = "; ".join(f"{_shape(x)}" for x in named)
             raise type(e)(f"{e} [{where} is lifted over named axes and sees positional axes only: {shapes}]"
                           ) from e

@@ -21,6 +21,7 @@
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Mapping
 from typing import Any
 
@@ -31,7 +32,7 @@ import numpy as np
 from ..core.array import NamedArray, _make, is_named
 from ..core.orders import canonical, order_key, parse_order_key, sync_with_job
 from ..core.shape import check_names
-from ..errors import AxisSpecError, PositionalMisuseError, fmt_names
+from ..errors import AxisSpecError, PositionalMisuseError, fmt_names, wrong_type
 
 __all__ = ["from_xarray", "to_xarray", "save_safetensors", "load_safetensors", "restore_checkpoint"]
 
@@ -107,6 +108,7 @@ def save_safetensors(tensors: Mapping[str, Any], path: str,
     if not isinstance(tensors, Mapping):
         raise TypeError(f"nx.save_safetensors: tensors must be a dict name -> array, got "
                         f"{type(tensors).__name__}")
+    _path(path, "nx.save_safetensors")
     arrays: dict[str, np.ndarray] = {}
     layout: dict[str, dict] = {}  # per tensor: its names and its shape (safetensors stores a scalar as (1,))
     for key, v in tensors.items():
@@ -125,6 +127,13 @@ def save_safetensors(tensors: Mapping[str, Any], path: str,
     save_file(arrays, path, metadata=meta)
 
 
+def _path(path: Any, where: str) -> Any:
+    """``path`` if it is a file path (a ``str`` or ``os.PathLike``); else a TypeError naming it."""
+    if not isinstance(path, (str, os.PathLike)):
+        raise wrong_type(where, "path", path, "a file path (a str or os.PathLike)")
+    return path
+
+
 def load_safetensors(path: str) -> dict[str, Any]:
     """Read a safetensors file written by :func:`save_safetensors`: NamedArrays with their names again
     (tensors stored without names come back as jax arrays).
@@ -138,7 +147,7 @@ def load_safetensors(path: str) -> dict[str, Any]:
     from safetensors import safe_open
 
     out: dict[str, Any] = {}
-    with safe_open(path, framework="numpy") as f:
+    with safe_open(_path(path, "nx.load_safetensors"), framework="numpy") as f:
         meta = f.metadata() or {}
         layout = json.loads(meta.get(_METADATA_KEY, "{}"))
         for key in f.keys():  # noqa: SIM118  (safe_open is not a mapping)
@@ -205,6 +214,10 @@ def restore_checkpoint(checkpointer: Any, path: Any, target: Any, **restore_kwar
     [[0.0, 1.0, 2.0], [3.0, 4.0, 5.0]]
     """
     where = "nx.restore_checkpoint"
+    if not all(callable(getattr(checkpointer, m, None)) for m in ("metadata", "restore")):
+        raise wrong_type(where, "checkpointer", checkpointer,
+                         "a checkpointer with metadata(path) and restore(path, target), such as orbax's "
+                         "StandardCheckpointer")
     sync_with_job()
     meta = checkpointer.metadata(path)
     meta = getattr(meta, "item_metadata", meta)

@@ -40,6 +40,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.typing import ArrayLike
 
 from ..core import env as _env
 from ..core import kernels
@@ -48,8 +49,16 @@ from ..core.layout import union
 from ..core.wrapping import wrap
 from ..engine import dispatch as engine
 from ..engine import registry
+from ..engine.arguments import call
 from ..engine.lifting import rest_of
-from ..errors import AxisSizeError, AxisSpecError, DuplicateAxisError, fmt_names
+from ..errors import (
+    AxisSizeError,
+    AxisSpecError,
+    DuplicateAxisError,
+    PositionalAxisError,
+    describe,
+    fmt_names,
+)
 from . import initializers
 from .attention import dot_product_attention
 from .regularization import dropout
@@ -80,7 +89,7 @@ def _activation(fn: Callable, doc: str | None = None) -> Callable:
     @functools.wraps(fn)
     def f(x, *args, **kwargs):
         if type(x) is not NamedArray and not any(type(v) is NamedArray for v in (*args, *kwargs.values())):
-            return fn(x, *args, **kwargs)
+            return call(fn, (x, *args), kwargs, where)
         if not args and not kwargs:  # the usual call, with its key built once
             return engine.elementwise(fn, (x,), where, static=static)
         kwargs.update(zip(params, args))
@@ -122,7 +131,7 @@ log1mexp = _activation(jax.nn.log1mexp)
 identity = _activation(jax.nn.identity)
 
 
-def _relu_squared(x: Any) -> Any:
+def _relu_squared(x: ArrayLike) -> Any:
     return jnp.square(jax.nn.relu(x))
 
 
@@ -152,6 +161,21 @@ def _static_axis(axis: Any) -> Any:
 
 
 _PY_SCALARS = (int, float, complex, bool)
+
+
+def _plain(fn: Callable, x: Any, axis: Any, kwargs: dict, where: str) -> Any:
+    """``fn(x, axis=axis, **kwargs)`` on a value without names; an error naming the argument when it fails
+    on a mistyped one (:func:`~namedarray.engine.arguments.mistyped`) or on an axis ``x`` does not have."""
+    try:
+        return call(fn, (x,), dict(kwargs, axis=axis), where)
+    except (IndexError, ValueError) as e:
+        nd = getattr(x, "ndim", None) if not isinstance(x, _PY_SCALARS) else 0
+        for a in (axis if isinstance(axis, (tuple, list)) else (axis,)):
+            if isinstance(nd, int) and isinstance(a, (int, np.integer)) and not -nd <= a < nd:
+                raise PositionalAxisError(f"{where}: axis={axis!r} is out of range for x, which has "
+                                          f"{nd or 'no'} ax{'i' if nd == 1 else 'e'}s (got {describe(x)})"
+                                          ) from e
+        raise
 
 
 def _full(operands: tuple, where: str, labels: tuple[str, ...]) -> tuple[list, tuple[str, ...], int]:
@@ -238,7 +262,8 @@ def softmax(x: Any, axis: Axis = -1, where: Any = None) -> Any:
     [[0.5, 0.5], [0.5, 0.5]]
     """
     if type(x) is not NamedArray and type(where) is not NamedArray and not _has_name(axis):
-        return jax.nn.softmax(x, axis=axis, where=where)
+        return _plain(jax.nn.softmax, x, axis, {"where": where}, "nx.nn.softmax")
+    engine.require_operands("nx.nn.softmax", (x, where), ("x", "where"), optional=("where",))
     return engine.run(_softmax_impl, (False, _static_axis(axis), "nx.nn.softmax"), (x, where))
 
 
@@ -251,7 +276,8 @@ def log_softmax(x: Any, axis: Axis = -1, where: Any = None) -> Any:
     -5.545177459716797
     """
     if type(x) is not NamedArray and type(where) is not NamedArray and not _has_name(axis):
-        return jax.nn.log_softmax(x, axis=axis, where=where)
+        return _plain(jax.nn.log_softmax, x, axis, {"where": where}, "nx.nn.log_softmax")
+    engine.require_operands("nx.nn.log_softmax", (x, where), ("x", "where"), optional=("where",))
     return engine.run(_softmax_impl, (True, _static_axis(axis), "nx.nn.log_softmax"), (x, where))
 
 
@@ -301,7 +327,9 @@ def logsumexp(a: Any, axis: Axis = None, b: Any = None, keepdims: bool = False, 
     {'batch': 2}
     """
     if not any(type(v) is NamedArray for v in (a, b, where)) and not _has_name(axis):
-        return jax.nn.logsumexp(a, axis=axis, b=b, keepdims=keepdims, return_sign=return_sign, where=where)
+        return _plain(jax.nn.logsumexp, a, axis, {"b": b, "keepdims": keepdims, "return_sign": return_sign,
+                                                  "where": where}, "nx.nn.logsumexp")
+    engine.require_operands("nx.nn.logsumexp", (a, b, where), ("a", "b", "where"), optional=("b", "where"))
     static = (False, _static_axis(axis), bool(keepdims), bool(return_sign), "nx.nn.logsumexp")
     return engine.run(_lse_impl, static, (a, b, where))
 
@@ -315,7 +343,8 @@ def logmeanexp(x: Any, axis: Axis = None, where: Any = None, keepdims: bool = Fa
     [0.0, 0.0]
     """
     if type(x) is not NamedArray and type(where) is not NamedArray and not _has_name(axis):
-        return jax.nn.logmeanexp(x, axis=axis, where=where, keepdims=keepdims)
+        return _plain(jax.nn.logmeanexp, x, axis, {"where": where, "keepdims": keepdims}, "nx.nn.logmeanexp")
+    engine.require_operands("nx.nn.logmeanexp", (x, where), ("x", "where"), optional=("where",))
     static = (True, _static_axis(axis), bool(keepdims), False, "nx.nn.logmeanexp")
     return engine.run(_lse_impl, static, (x, None, where))
 
@@ -348,8 +377,10 @@ def standardize(x: Any, axis: Axis = -1, mean: Any = None, variance: Any = None,
     """
     ops = (x, mean, variance, epsilon, where)
     if not any(type(v) is NamedArray for v in ops) and not _has_name(axis):
-        return jax.nn.standardize(x, axis=axis, mean=mean, variance=variance, epsilon=epsilon, where=where,
-                                  algorithm=algorithm)
+        options = dict(mean=mean, variance=variance, epsilon=epsilon, where=where, algorithm=algorithm)
+        return _plain(jax.nn.standardize, x, axis, options, "nx.nn.standardize")
+    engine.require_operands("nx.nn.standardize", ops, ("x", "mean", "variance", "epsilon", "where"),
+                            optional=("mean", "variance", "where"))
     return engine.run(_standardize_impl, (_static_axis(axis), algorithm, "nx.nn.standardize"), ops)
 
 
@@ -376,7 +407,8 @@ def glu(x: Any, axis: int | str = -1) -> Any:
     {'b': 2, 'hidden': 2}
     """
     if type(x) is not NamedArray and not _has_name(axis):
-        return jax.nn.glu(x, axis=axis)
+        return _plain(jax.nn.glu, x, axis, {}, "nx.nn.glu")
+    engine.require_operands("nx.nn.glu", (x,), ("x",))
     return engine.run(_glu_impl, (axis, "nx.nn.glu"), (x,))
 
 
@@ -412,7 +444,7 @@ def one_hot(x: Any, num_classes: int, *, dtype: Any = None, axis: int | str = -1
     where = "nx.nn.one_hot"
     if not isinstance(axis, str):
         if type(x) is not NamedArray:
-            return jax.nn.one_hot(x, num_classes, dtype=dtype, axis=axis)
+            return call(jax.nn.one_hot, (x, num_classes), {"dtype": dtype, "axis": axis}, where)
         return engine.lift(jax.nn.one_hot, (x, num_classes), {"dtype": dtype, "axis": axis}, where)
     try:
         num_classes = operator.index(num_classes)  # as jax.nn.one_hot: 3.5 is an error, not 3 classes
@@ -426,6 +458,7 @@ def one_hot(x: Any, num_classes: int, *, dtype: Any = None, axis: int | str = -1
     if type(x) is NamedArray and axis in x.names:
         raise DuplicateAxisError(f"{where}: the indices already carry axis {axis!r}; the class axis needs "
                                  "a new name")
+    engine.require_operands(where, (x,), ("x",))
     return engine.run(_one_hot_impl, (num_classes, dtype, axis, where), (x,))
 
 
@@ -464,6 +497,7 @@ def _norm_impl(static, x, scale, bias):
 
 
 def _normalize(rms: bool, x: Any, axis: Axis, scale: Any, bias: Any, eps: float, where: str) -> Any:
+    engine.require_operands(where, (x, scale, bias), ("x", "scale", "bias"), optional=("scale", "bias"))
     if axis is None:
         engine.check_reduces(x, where)
     return engine.run(_norm_impl, (rms, _static_axis(axis), float(eps), where), (x, scale, bias))

@@ -103,8 +103,10 @@ def dot_product_attention(query: Any, key: Any, value: Any, bias: Any = None, ma
     if isinstance(local_window_size, list):
         local_window_size = tuple(local_window_size)
     static = (seq_axis, kv_seq_axis, head_axis, heads_axis, tuple(sorted(kw.items())))
-    return engine.run(_attention_impl, static,
-                      (query, key, value, bias, mask, query_seq_lengths, key_value_seq_lengths))
+    operands = (query, key, value, bias, mask, query_seq_lengths, key_value_seq_lengths)
+    labels = ("query", "key", "value", "bias", "mask", "query_seq_lengths", "key_value_seq_lengths")
+    engine.require_operands(_WHERE, operands, labels, optional=labels[3:])
+    return engine.run(_attention_impl, static, operands)
 
 
 def _named(v: Any, what: str, need: tuple[str, ...]) -> NamedArray:

@@ -32,9 +32,9 @@ import numpy as np
 
 from .. import random as _random
 from ..core import env as _env
-from ..core.array import NamedArray
+from ..core.array import NamedArray, to_storage
 from ..engine import dispatch as engine
-from ..errors import AxisSizeError, AxisSpecError, fmt_names
+from ..errors import AxisSizeError, AxisSpecError, fmt_names, wrong_type
 
 __all__ = ["dropout"]
 
@@ -89,6 +89,8 @@ def _check_key(key: Any, x: Any, shared: tuple[str, ...], where: str) -> None:
     if key is None:
         raise ValueError(f"{where}: a key is needed to drop elements (rate > 0 and deterministic=False)")
     if type(key) is not NamedArray:
+        if not hasattr(key, "dtype"):
+            raise wrong_type(where, "key", key, "a PRNG key (jax.random.key(seed)) or a named key array")
         return
     sizes = engine.named_sizes(x) if type(x) is NamedArray else {}
     for n, s in engine.named_sizes(key).items():
@@ -131,12 +133,16 @@ def dropout(key: Any, rate: Any, x: Any, *, broadcast_axes: BroadcastAxes = (),
         raise ValueError(f"{where}: rate must be a scalar, got shape {np.shape(rate)}")
     keep = None
     if not isinstance(rate, jax.core.Tracer):
-        r = float(rate)
+        try:
+            r = float(rate)
+        except (TypeError, ValueError):
+            raise wrong_type(where, "rate", rate,
+                             "a number in [0, 1) (the probability of dropping an element)") from None
         if not 0 <= r < 1:
             raise ValueError(f"{where}: rate must be in [0, 1) (the probability of dropping an element), "
                              f"got {rate!r}")
         keep = 1.0 - r
-    value = x if type(x) is NamedArray else jnp.asarray(x)
+    value = x if type(x) is NamedArray else to_storage(x, where, "x")
     positions, shared = _broadcast_spec(broadcast_axes, value, where)
     if deterministic or keep == 1.0:
         return x

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import functools
 import operator
-from collections.abc import Collection, Hashable, Sequence
+from collections.abc import Callable, Collection, Hashable, Sequence
 from typing import Any
 
 import jax
@@ -166,6 +166,21 @@ def _operands(args: tuple, where: str) -> tuple:
     return _operand(a, 0, where), _operand(b, 1, where)
 
 
+def _lift_pair(fn: Callable, operands: tuple, kwargs: dict, where: str) -> Any:
+    """``fn`` of two operands lifted over names; jax's shape errors (which count the storage's axes and name
+    ``dot_general``) say which nx function failed and the operands' positional shapes."""
+    try:
+        return engine.lift(fn, operands, kwargs, where)
+    except (TypeError, ValueError) as e:
+        if type(e) not in (TypeError, ValueError) or str(e).startswith(f"{where}: "):
+            raise
+        shapes = ", ".join(
+            f"argument {i}: positional shape {np.shape(v) if type(v) is not NamedArray else v.shape}"
+            + (f", named axes {fmt_names(v.names)}" if type(v) is NamedArray and v.names else "")
+            for i, v in enumerate(operands))
+        raise type(e)(f"{where}: {e} ({shapes})") from e
+
+
 def _carries(names: Sequence[str], operands: Sequence[NamedArray], where: str) -> None:
     for n in names:
         for k, v in enumerate(operands):
@@ -247,7 +262,7 @@ def dot(a: Any, b: Any, axis: str | Sequence[str] | None = None, *, precision: A
     """
     a, b = ops = _operands((a, b), "nx.dot")
     if axis is None:
-        return engine.lift(jnp.dot, (a, b), {"precision": precision,
+        return _lift_pair(jnp.dot, (a, b), {"precision": precision,
                                               "preferred_element_type": preferred_element_type}, "nx.dot")
     names = (axis,) if type(axis) is str else _name_tuple(axis, "nx.dot")
     return _result(engine.run(_dot_impl, (names, precision, preferred_element_type, "nx.dot"), ops), ops)
@@ -481,7 +496,7 @@ def matmul(a: Any, b: Any, *, precision: Any = None,
             raise AxisSpecError(
                 f"nx.matmul: argument {i} has no positional axis to multiply over (named axes: {names}); "
                 f"matmul (@) works on positional axes: contract a name with nx.dot(a, b, axis=name)")
-    return engine.lift(jnp.matmul, (a, b), {"precision": precision,
+    return _lift_pair(jnp.matmul, (a, b), {"precision": precision,
                                              "preferred_element_type": preferred_element_type}, "nx.matmul")
 
 
@@ -496,7 +511,7 @@ def vdot(a: Any, b: Any, *, precision: Any = None,
     {'left': 2}
     """
     a, b = _operands((a, b), "nx.vdot")
-    return engine.lift(jnp.vdot, (a, b), {"precision": precision,
+    return _lift_pair(jnp.vdot, (a, b), {"precision": precision,
                                            "preferred_element_type": preferred_element_type}, "nx.vdot")
 
 
@@ -510,7 +525,7 @@ def inner(a: Any, b: Any, *, precision: Any = None,
     (4,)
     """
     a, b = _operands((a, b), "nx.inner")
-    return engine.lift(jnp.inner, (a, b), {"precision": precision,
+    return _lift_pair(jnp.inner, (a, b), {"precision": precision,
                                             "preferred_element_type": preferred_element_type}, "nx.inner")
 
 
@@ -525,4 +540,4 @@ def outer(a: Any, b: Any, out: None = None) -> NamedArray | jax.Array:
     if out is not None:
         raise NotImplementedError("nx.outer: the 'out' argument is not supported (JAX arrays are immutable)")
     a, b = _operands((a, b), "nx.outer")
-    return engine.lift(jnp.outer, (a, b), {}, "nx.outer")
+    return _lift_pair(jnp.outer, (a, b), {}, "nx.outer")

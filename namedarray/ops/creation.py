@@ -36,6 +36,7 @@ from ..core.layout import align, named_sizes
 from ..core.shape import check_name
 from ..core.wrapping import position_to_name
 from ..engine import dispatch as engine
+from ..engine.arguments import call
 from ..engine.registry import implements
 from ..errors import AxisSizeError, AxisSpecError, DuplicateAxisError, fmt_names
 
@@ -116,8 +117,8 @@ def _filled(fn, shape: Any, named_shape: NamedShapeLike, dtype: Any, kwargs: dic
             *fill: Any) -> Any:
     pshape, named = shape_args(shape, named_shape, where)
     if named is None:
-        return fn(pshape, *fill, dtype, **kwargs)
-    return _make(fn(pshape + tuple(named.values()), *fill, dtype, **kwargs), tuple(named))
+        return call(fn, (pshape, *fill, dtype), kwargs, where)
+    return _make(call(fn, (pshape + tuple(named.values()), *fill, dtype), kwargs, where), tuple(named))
 
 
 @implements(jnp.zeros)
@@ -227,7 +228,7 @@ def broadcast_to(array: Any, shape: ShapeLike = (), *, named_shape: NamedShapeLi
     """
     where = "nx.broadcast_to"
     if type(array) is not NamedArray and named_shape is None and not isinstance(shape, Mapping):
-        return jnp.broadcast_to(array, shape, out_sharding=out_sharding)
+        return call(jnp.broadcast_to, (array, shape), {"out_sharding": out_sharding}, where)
     if out_sharding is not None:
         raise TypeError(f"{where}: out_sharding lays out positional storage; a value with names is laid out "
                         "by name: broadcast, then x.shard(...) (or nx.shard)")
@@ -288,7 +289,7 @@ def arange(start: Any, stop: Any = None, step: Any = None, dtype: Any = None, *,
     >>> (q >= k).unwrap(["q", "k"]).astype(int).tolist()   # a causal mask, by name
     [[1, 0, 0], [1, 1, 0], [1, 1, 1]]
     """
-    out = jnp.arange(start, stop, step, dtype, **kwargs)
+    out = call(jnp.arange, (start, stop, step, dtype), kwargs, "nx.arange")
     if name is None:
         return out
     _check_new_name(name, out.shape[0], "nx.arange")

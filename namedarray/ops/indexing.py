@@ -36,11 +36,12 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..core import env as _env
-from ..core.array import NamedArray, _make
+from ..core.array import NamedArray, _make, to_storage
 from ..core.layout import align, named_sizes, pos_ndim
 from ..core.shape import check_name
 from ..core.wrapping import name_to_position, position_to_name
 from ..engine import dispatch as engine
+from ..engine.arguments import call
 from ..engine.registry import implements
 from ..errors import (
     AxisSizeError,
@@ -268,11 +269,10 @@ def dynamic_slice(x: Any, start_indices: Any, slice_sizes: Any, *, fill_value: A
     if type(x) is not NamedArray:
         if isinstance(start_indices, Mapping) or isinstance(slice_sizes, Mapping):
             raise TypeError(f"{where}: axes by name need a NamedArray, got {type(x).__name__}")
-        if fill is not None:
-            x = _make(jnp.asarray(x), ())
-            start_indices, slice_sizes = dict(enumerate(start_indices)), dict(enumerate(slice_sizes))
+        if fill is not None:  # by position: the named path, on a value without names
+            x = _make(call(jnp.asarray, (x,), {}, where), ())
             return dynamic_slice(x, start_indices, slice_sizes, fill_value=fill).data
-        return jax.lax.dynamic_slice(x, start_indices, slice_sizes)
+        return call(jax.lax.dynamic_slice, (x, start_indices, slice_sizes), {}, where)
     starts = _as_axis_map(x, start_indices, "start_indices", where)
     sizes = _as_axis_map(x, slice_sizes, "slice_sizes", where)
     if set(starts) != set(sizes):
@@ -360,12 +360,9 @@ def dynamic_update_slice(x: Any, update: Any, start_indices: Any) -> Any:
     if type(x) is not NamedArray:
         if isinstance(start_indices, Mapping) or type(update) is NamedArray:
             raise TypeError(f"{where}: axes by name need a NamedArray, got {type(x).__name__}")
-        return jax.lax.dynamic_update_slice(x, update, start_indices)
+        return call(jax.lax.dynamic_update_slice, (x, update, start_indices), {}, where)
     if type(update) is not NamedArray:
-        try:
-            update = _make(jnp.asarray(update), ())
-        except TypeError:
-            raise TypeError(f"{where}: update must be an array, got {update!r}") from None
+        update = _make(to_storage(update, where, "update"), ())
     starts = _as_axis_map(x, start_indices, "start_indices", where)
     axes = tuple(starts)
     operands = [_start(s, where, a) for a, s in starts.items()]
@@ -658,7 +655,7 @@ def _nonzero(a, size, fill_value, axis_name, order, where: str):
         if order is not None:
             raise TypeError(f"{where}: order= orders named axes; give axis_name= too")
         if type(a) is not NamedArray:
-            return jnp.nonzero(a, size=size, fill_value=fill_value)
+            return call(jnp.nonzero, (a,), {"size": size, "fill_value": fill_value}, where)
         return tuple(_make(o, ()) for o in jnp.nonzero(a.data, size=size, fill_value=fill_value))
     if axis_name is None:
         raise PositionalMisuseError(
@@ -721,7 +718,7 @@ def argwhere(a: Any, *, size: int | None = None, fill_value: Any = None, axis_na
         if order is not None or coord_name is not None:
             raise TypeError(f"{where_}: order= and coord_name= go with axis_name=")
         if type(a) is not NamedArray:
-            return jnp.argwhere(a, size=size, fill_value=fill_value)
+            return call(jnp.argwhere, (a,), {"size": size, "fill_value": fill_value}, where_)
         return _make(jnp.argwhere(a.data, size=size, fill_value=fill_value), ())
     if axis_name is None:
         raise PositionalMisuseError(

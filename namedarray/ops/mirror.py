@@ -54,8 +54,9 @@ from ..core.wrapping import name_to_position
 from ..engine import dispatch as engine
 from ..engine import lifting as lifted
 from ..engine import registry
+from ..engine.arguments import call, mistyped
 from ..engine.docstrings import document
-from ..errors import AxisSpecError, PositionalMisuseError, fmt_names
+from ..errors import AxisSpecError, PositionalMisuseError, fmt_names, wrong_type
 from . import norms  # noqa: F401  (declares nx.linalg.norm and vector_norm, which nx.linalg holds)
 from .creation import broadcast_to  # noqa: F401  (nx.broadcast_to: exported from here, see WRITTEN_ELSEWHERE)
 from .structural import tile  # noqa: F401  (nx.tile: exported from here, see WRITTEN_ELSEWHERE)
@@ -174,7 +175,7 @@ def _reduction(fn: Callable, name: str, multi: bool) -> Callable:
         if not isinstance(a, NamedArray):  # jax.numpy's own signature binds the positional arguments
             if axis is not None:
                 kwargs["axis"] = axis
-            return fn(a, *args, **kwargs, **({"keepdims": True} if keepdims else {}))
+            return call(fn, (a, *args), dict(kwargs, **({"keepdims": True} if keepdims else {})), where)
         if takes_q:
             extra, args = args[:1], args[1:]  # q: leading positional axes of the result
             q = extra[0] if extra else kwargs.get("q")
@@ -182,6 +183,7 @@ def _reduction(fn: Callable, name: str, multi: bool) -> Callable:
                 raise PositionalMisuseError(
                     f"{where}: q has named axes {fmt_names(q.names)}, but its axes become leading positional "
                     f"axes of the result; to map over them: nx.nmap(lambda q: {where}(x, q, axis=...))(q)")
+            engine.require_operands(where, (q,), ("q",))
         else:
             extra = ()
         if args:
@@ -392,13 +394,35 @@ def _dtype_query(fn: Callable) -> Callable:
     """Functions that only look at dtypes (``can_cast``, ``result_type``, ...) see a NamedArray's storage."""
     # can_cast deprecates arrays as its `from_`; the others need the array (weak types, complexness)
     as_dtype = fn is jnp.can_cast
+    where = f"nx.{fn.__name__}"
 
     @functools.wraps(fn)
     def f(*args, **kwargs):
         args = tuple((a.dtype if as_dtype else a.data) if isinstance(a, NamedArray) else a for a in args)
-        return fn(*args, **kwargs)
+        try:
+            return fn(*args, **kwargs)
+        except (TypeError, ValueError) as e:
+            for i, a in enumerate(args):
+                if not _has_dtype(a):
+                    raise wrong_type(where, f"argument {i}", a, "an array, a scalar or a dtype") from e
+            if type(e) in (TypeError, ValueError):
+                raise type(e)(f"{where}: {e}") from e  # jax's message names no function
+            raise
 
     return f
+
+
+def _has_dtype(v: Any) -> bool:
+    """Whether ``v`` is an array, a scalar or a dtype (what the dtype queries take)."""
+    if isinstance(v, (jax.Array, np.ndarray, np.generic, bool, int, float, complex)):
+        return True
+    if v is None or isinstance(v, (list, tuple, set, frozenset, dict)):
+        return False
+    try:
+        np.dtype(v)
+    except (TypeError, ValueError):
+        return False
+    return True
 
 
 def _value_dependent(fn: Callable, name: str) -> Callable:
@@ -449,7 +473,13 @@ def _positional_call(fn: Callable, args: tuple, kwargs: dict, where: str) -> Any
                             f"x.untag({axis!r}) puts it last")
     args = tuple(positional(v, f"argument {i}") for i, v in enumerate(args))
     kwargs = {k: positional(v, f"keyword argument {k!r}") for k, v in kwargs.items()}
-    out = fn(*args, **kwargs)
+    try:
+        out = fn(*args, **kwargs)
+    except Exception as e:
+        wrong = mistyped(fn, args, kwargs, where, e)
+        if wrong is not None:
+            raise wrong from e
+        raise
     if not named:
         return out
     return jax.tree.map(lambda o: _make(o, ()) if isinstance(o, jax.Array) else o, out)
@@ -506,10 +536,15 @@ def _ndim(a) -> int:
 def _size(a, axis: int | tuple[int, ...] | None = None) -> int:
     """``jnp.size``; of a NamedArray, the size of its positional part (named axes excluded, as in xmap)."""
     if not isinstance(a, NamedArray):
-        return jnp.size(a, axis)
+        return call(jnp.size, (a, axis), {}, "nx.size")
     if axis is None:
         return a.size
-    return math.prod(a.shape[i] for i in (axis if isinstance(axis, (tuple, list)) else (axis,)))
+    ints, names = engine.normalize_axis(axis, a, "nx.size")  # positions in range, with the error naming them
+    if names:
+        raise AxisSpecError(f"nx.size: axis counts positional axes only (named axes are not part of the "
+                            f"size, as in xmap), got {axis!r}; the size of a named axis is "
+                            "x.named_shape[name]")
+    return math.prod(a.shape[i] for i in ints)
 
 
 # --------------------------------------------------------------------------------------------------------

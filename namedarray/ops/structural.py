@@ -26,10 +26,35 @@ from ..core import placement
 from ..core.array import NamedArray, _make, as_storage
 from ..core.wrapping import name_to_position, position_to_name
 from ..engine import dispatch as engine
+from ..engine.arguments import call
 from ..engine.registry import implements
-from ..errors import AxisSizeError, AxisSpecError, DuplicateAxisError, PositionalAxisError, fmt_names, no_axis
+from ..errors import (
+    AxisSizeError,
+    AxisSpecError,
+    DuplicateAxisError,
+    PositionalAxisError,
+    fmt_names,
+    no_axis,
+    not_an_array,
+    wrong_type,
+)
 
 __all__ = ["concatenate", "concat", "stack", "take", "append", "pad", "tile"]
+
+
+def _sequence(arrays: Any, where: str) -> tuple:
+    """The operands to join, as a tuple; a TypeError naming ``arrays`` (or the element) when they are not a
+    sequence of arrays (None, a number, a string, a set, whose order is arbitrary)."""
+    if arrays is None or isinstance(arrays, (str, bytes, Mapping, set, frozenset)):
+        raise wrong_type(where, "arrays", arrays, "a sequence of arrays")
+    try:
+        items = tuple(arrays)
+    except TypeError:
+        raise wrong_type(where, "arrays", arrays, "a sequence of arrays") from None
+    for i, a in enumerate(items):
+        if a is None or isinstance(a, (str, bytes, Mapping, set, frozenset)):
+            raise not_an_array(where, f"arrays[{i}]", a)
+    return items
 
 
 def _require_named(arrays, name, where):
@@ -60,18 +85,22 @@ def concatenate(arrays: Sequence[Any], axis: int | str | None = 0, dtype: Any = 
     >>> nx.concatenate([x, x], axis="t").unwrap(["t"]).tolist()
     [0, 1, 2, 0, 1, 2]
     """
-    arrays = tuple(arrays)
+    return _concatenate(arrays, axis, dtype, "nx.concatenate")
+
+
+def _concatenate(arrays: Any, axis: int | str | None, dtype: Any, where: str) -> Any:
+    arrays = _sequence(arrays, where)
     if isinstance(axis, str):
-        _require_named(arrays, axis, "nx.concatenate")
-        return engine.run(_concat_impl, (axis, dtype, "nx.concatenate"), arrays)
+        _require_named(arrays, axis, where)
+        return engine.run(_concat_impl, (axis, dtype, where), arrays)
     if isinstance(axis, (int, np.integer)) and not isinstance(axis, bool):
         for i, a in enumerate(arrays):
             if type(a) is NamedArray and a.names and not -a.ndim <= axis < a.ndim:
                 raise PositionalAxisError(
-                    f"nx.concatenate: axis={axis} counts positional axes, and argument {i} has "
+                    f"{where}: axis={axis} counts positional axes, and argument {i} has "
                     f"{a.ndim or 'none'} (positional shape {a.shape}, named axes {fmt_names(a.names)}). To "
                     f"join along a name, give it: axis={a.names[0]!r}")
-    return engine.lift(jnp.concatenate, (arrays,), {"axis": axis, "dtype": dtype}, "nx.concatenate")
+    return engine.lift(jnp.concatenate, (arrays,), {"axis": axis, "dtype": dtype}, where)
 
 
 @implements(jnp.concat)
@@ -82,7 +111,7 @@ def concat(arrays: Sequence[Any], /, *, axis: int | str | None = 0) -> Any:
     >>> nx.concat([nx.wrap(jnp.zeros(2), ["t"]), nx.wrap(jnp.ones(3), ["t"])], axis="t").named_shape
     {'t': 5}
     """
-    return concatenate(arrays, axis=axis)
+    return _concatenate(arrays, axis, None, "nx.concat")
 
 
 @implements(jnp.append)
@@ -114,7 +143,7 @@ def stack(arrays: Sequence[Any], axis: int | str = 0, out: None = None, dtype: A
     >>> nx.stack([jnp.zeros(2), jnp.ones(2)], axis="layer").named_shape
     {'layer': 2}
     """
-    arrays = tuple(arrays)
+    arrays = _sequence(arrays, "nx.stack")
     if isinstance(axis, str):
         for i, a in enumerate(arrays):
             if isinstance(a, NamedArray) and axis in a.names:
@@ -233,7 +262,7 @@ def pad(array: Any, pad_width: Any, mode: Any = "constant", **kwargs: Any) -> An
         if isinstance(pad_width, Mapping):
             raise AxisSpecError(f"{where}: pad_width maps axes {list(pad_width)!r}, but the array has no "
                                 "names; give widths by position (a sequence), as jnp.pad takes them")
-        return jnp.pad(array, pad_width, mode, **kwargs)
+        return call(jnp.pad, (array, pad_width, mode), kwargs, where)
     if not isinstance(pad_width, Mapping):
         if array.names and not array.ndim and not _env.current().sizes:
             n = array.names[0]
@@ -307,7 +336,7 @@ def tile(A: Any, reps: Any) -> Any:
         if isinstance(reps, Mapping):
             raise AxisSpecError(f"{where}: reps maps axes {list(reps)!r}, but the array has no names; give "
                                 "counts by position (a sequence), as jnp.tile takes them")
-        return jnp.tile(A, reps)
+        return call(jnp.tile, (A, reps), {}, where)
     if not isinstance(reps, Mapping):
         if A.names and not A.ndim and not _env.current().sizes:
             n = A.names[0]

@@ -30,9 +30,9 @@ import numpy as np
 
 from ..core import caches
 from ..core import env as _env
-from ..core.array import NamedArray, _make, transpose
+from ..core.array import NamedArray, _make, to_storage, transpose
 from ..core.layout import pos_ndim
-from ..core.shape import check_name, check_names
+from ..core.shape import as_names, check_name, check_names
 from ..core.wrapping import wrap
 from ..engine import dispatch as engine
 from ..engine.registry import implements
@@ -43,6 +43,7 @@ from ..errors import (
     RankError,
     fmt_names,
     no_axis,
+    wrong_type,
 )
 from .mirror import FUNCTIONS
 
@@ -81,7 +82,7 @@ def flatten(x: NamedArray, names: Sequence[str], new_name: str) -> NamedArray:
     """
     where = "nx.flatten"
     x = _named(x, where)
-    names = (names,) if isinstance(names, str) else tuple(names)
+    names = as_names(names, where, "names")
     if not names:
         raise AxisSpecError(f"{where}: give at least one name to merge")
     check_names(names, where)
@@ -249,6 +250,8 @@ def unbind(x: NamedArray, axis: str | int) -> list[NamedArray]:
     """
     where = "nx.unbind"
     x = _named(x, where)
+    if isinstance(axis, bool) or not isinstance(axis, (str, int, np.integer)):
+        raise wrong_type(where, "axis", axis, "one axis: an axis name or a positional axis (int)")
     if isinstance(axis, str):
         if axis not in x.names:
             raise no_axis(where, axis, x.names)
@@ -282,6 +285,8 @@ def tag(x: Any, *names: str | None | Mapping[int, str]) -> NamedArray:
     ((3,), {'batch': 2})
     """
     where = "x.tag"
+    if type(x) is not NamedArray:
+        x = _tag_operand(x, names)
     if len(names) == 1 and isinstance(names[0], (Mapping, list, tuple)):
         spec = names[0]
     else:
@@ -290,11 +295,23 @@ def tag(x: Any, *names: str | None | Mapping[int, str]) -> NamedArray:
             if n is not None and not isinstance(n, str):
                 raise AxisSpecError(f"{where}: give one name (or None) per positional axis, or a dict "
                                     f"{{position: name}}; got {n!r}")
-        p = len(x.shape) if hasattr(x, "shape") else np.ndim(x)
+        p = len(x.shape)
         if len(spec) != p:
             raise RankError(f"{where}: {len(spec)} names {spec!r} for {p} positional axes (shape "
                             f"{tuple(x.shape)}); give one per axis, None for an axis that stays positional")
     return wrap(x, spec, where=where)
+
+
+def _tag_operand(x: Any, names: tuple) -> Any:
+    """``x`` as a positional array, or a TypeError naming it (and saying where the names go, when ``x`` holds
+    names: ``nx.tag(["a", "b"])`` forgot the array)."""
+    try:
+        return to_storage(x, "nx.tag", "x")
+    except TypeError as e:
+        if isinstance(x, (list, tuple)) and x and all(isinstance(n, str) for n in x) and not names:
+            raise TypeError(f"{e}; the names come after the array: nx.tag(x, {', '.join(map(repr, x))}) or "
+                            f"x.tag({', '.join(map(repr, x))})") from None
+        raise
 
 
 def untag(x: NamedArray, *names: str | Mapping[int, str]) -> NamedArray:
@@ -532,6 +549,8 @@ def rearrange(x: NamedArray, spec: str, /, **sizes: int) -> NamedArray:
     """
     where = "nx.rearrange"
     x = _named(x, where)
+    if not isinstance(spec, str):
+        raise wrong_type(where, "spec", spec, "a string such as '{batch, seq} -> batch seq'")
     lhs, rhs = _parse(spec)
     known = {p for t in _terms(lhs) for p in t.parts}
     for k, s in sizes.items():

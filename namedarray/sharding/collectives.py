@@ -55,7 +55,15 @@ from ..core.layout import align
 from ..core.shape import duplicates
 from ..core.wrapping import wrap
 from ..engine import dispatch as engine
-from ..errors import AxisSizeError, AxisSpecError, DuplicateAxisError, MissingResourceError, fmt_names
+from ..errors import (
+    AxisSizeError,
+    AxisSpecError,
+    DuplicateAxisError,
+    MissingResourceError,
+    describe,
+    fmt_names,
+    not_an_array,
+)
 
 __all__ = ["psum", "pmean", "pmax", "pmin", "all_gather", "ppermute", "pshuffle", "psum_scatter",
            "all_to_all", "pswapaxes", "pbroadcast", "pcast", "axis_index", "axis_size"]
@@ -75,6 +83,9 @@ def _items(axis_name: Any, where: str) -> tuple:
                             "of them); None does not mean 'all axes' for a collective")
     if isinstance(axis_name, (tuple, list)):
         return tuple(axis_name)
+    if isinstance(axis_name, bool) or not isinstance(axis_name, (str, int, np.integer)):
+        raise AxisSpecError(f"{where}: axis_name must be an axis name, a positional int, or a tuple of them, "
+                            f"got {describe(axis_name)}")
     return (axis_name,)
 
 
@@ -207,11 +218,22 @@ def _positional(axis: int, x: NamedArray, where: str, what: str, extra: int = 0)
     return int(axis) % n
 
 
-def _tree(fn, x):
-    """Apply ``fn`` to every leaf of the pytree ``x`` (JAX's collectives accept pytrees too)."""
-    if type(x) is NamedArray or isinstance(x, _SCALARS) or hasattr(x, "ndim"):
+def _tree(fn, x, where: str):
+    """Apply ``fn`` to every leaf of the pytree ``x`` (JAX's collectives accept pytrees too); a leaf that is
+    not an array or a number (a string, a set) is a TypeError naming its place in ``x``."""
+    if _is_operand(x):
         return fn(x)
-    return jax.tree.map(fn, x, is_leaf=is_named)
+
+    def leaf(path, v):
+        if not _is_operand(v):
+            raise not_an_array(where, f"x{jax.tree_util.keystr(path)}" if path else "x", v)
+        return fn(v)
+
+    return jax.tree_util.tree_map_with_path(leaf, x, is_leaf=is_named)
+
+
+def _is_operand(v: Any) -> bool:
+    return type(v) is NamedArray or isinstance(v, _SCALARS) or hasattr(v, "ndim")
 
 
 # --------------------------------------------------------------------------------------------------------
@@ -254,7 +276,7 @@ def _reduce(kind: str, x, axis_name, where: str):
         # a positional array: it lacks every name, so names must be bound; the result stays positional
         return engine.reduce(_REDUCERS[kind], wrap(v), axis, where).data
 
-    return _tree(one, x)
+    return _tree(one, x, where)
 
 
 def psum(x: Any, axis_name: AxisName) -> Any:
@@ -344,7 +366,7 @@ def all_gather(x: Any, axis_name: str | Sequence[str], *, axis: int = 0, tiled: 
     where = "nx.all_gather"
     names = _names(axis_name, where)
     return _tree(lambda v: _restore(engine.run(_all_gather_impl, (names, axis, bool(tiled), where), (v,)), v),
-                 x)
+                 x, where)
 
 
 def _take_along_names(x: NamedArray, names: Sequence[str], sizes: Sequence[int], index: np.ndarray,
@@ -443,7 +465,7 @@ def ppermute(x: Any, axis_name: str | Sequence[str], perm: Sequence[tuple[int, i
         except TypeError:
             raise AxisSpecError(f"{where}: shift must be an int, got {shift!r}") from None
     static = (names, perm, shift, where)
-    return _tree(lambda v: engine.run(_ppermute_impl, static, (v,)), x)
+    return _tree(lambda v: engine.run(_ppermute_impl, static, (v,)), x, where)
 
 
 def _pshuffle_impl(static, x):
@@ -473,7 +495,7 @@ def pshuffle(x: Any, axis_name: str | Sequence[str], perm: Sequence[int]) -> Any
         perm = tuple(operator.index(i) for i in perm)
     except (TypeError, ValueError):
         raise AxisSpecError(f"{where}: `perm` does not represent a permutation: {perm!r}") from None
-    return _tree(lambda v: engine.run(_pshuffle_impl, (names, perm, where), (v,)), x)
+    return _tree(lambda v: engine.run(_pshuffle_impl, (names, perm, where), (v,)), x, where)
 
 
 def _psum_scatter_impl(static, x):
@@ -513,7 +535,7 @@ def psum_scatter(x: Any, axis_name: str | Sequence[str], *, scatter_dimension: i
     where = "nx.psum_scatter"
     names = _names(axis_name, where)
     static = (names, scatter_dimension, bool(tiled), where)
-    return _tree(lambda v: engine.run(_psum_scatter_impl, static, (v,)), x)
+    return _tree(lambda v: engine.run(_psum_scatter_impl, static, (v,)), x, where)
 
 
 def _all_to_all_impl(static, x):
@@ -581,7 +603,7 @@ def all_to_all(x: Any, axis_name: str | Sequence[str], split_axis: int, concat_a
     where = "nx.all_to_all"
     names = _names(axis_name, where)
     static = (names, split_axis, concat_axis, bool(tiled), where)
-    return _tree(lambda v: engine.run(_all_to_all_impl, static, (v,)), x)
+    return _tree(lambda v: engine.run(_all_to_all_impl, static, (v,)), x, where)
 
 
 def pswapaxes(x: Any, axis_name: str | Sequence[str], axis: int) -> Any:
@@ -625,7 +647,7 @@ def pbroadcast(x: Any, axis_name: str | Sequence[str], source: int) -> Any:
     except TypeError:
         raise AxisSpecError(f"{where}: source must be an int index along {fmt_names(names)}, got "
                             f"{source!r}") from None
-    return _tree(lambda v: _restore(engine.run(_pbroadcast_impl, (names, source, where), (v,)), v), x)
+    return _tree(lambda v: _restore(engine.run(_pbroadcast_impl, (names, source, where), (v,)), v), x, where)
 
 
 def pcast(x: Any, axis_name: str | Sequence[str], *, to: str) -> Any:
@@ -649,7 +671,7 @@ def pcast(x: Any, axis_name: str | Sequence[str], *, to: str) -> Any:
                 env.size(n, where)  # an unbound name is an error, as for every collective
         return v
 
-    return _tree(check, x)
+    return _tree(check, x, where)
 
 
 # --------------------------------------------------------------------------------------------------------

@@ -19,9 +19,10 @@ from collections.abc import Callable
 from typing import Any
 
 import jax
+import numpy as np
 
 from ..core.array import NamedArray
-from ..errors import PositionalMisuseError, fmt_names
+from ..errors import PositionalMisuseError, fmt_names, wrong_type
 
 __all__ = ["grad", "value_and_grad"]
 
@@ -37,7 +38,14 @@ def _scalar(out: Any, where: str) -> Any:
     return out.data
 
 
-def _scalar_output(fun: Callable, has_aux: bool, where: str) -> Callable:
+def _scalar_output(fun: Callable, argnums: Any, has_aux: bool, where: str) -> Callable:
+    if not callable(fun):
+        raise wrong_type(where, "fun", fun, "a function")
+    ints = argnums if isinstance(argnums, (tuple, list)) else (argnums,)
+    if not all(isinstance(i, (int, np.integer)) and not isinstance(i, bool) for i in ints):
+        raise wrong_type(where, "argnums", argnums,
+                         "an int or a tuple of ints (positions of fun's arguments)")
+
     @functools.wraps(fun)
     def scalar_fun(*args, **kwargs):
         out = fun(*args, **kwargs)
@@ -56,7 +64,7 @@ def grad(fun: Callable, argnums: int | tuple[int, ...] = 0, has_aux: bool = Fals
     >>> nx.grad(lambda x: (x * 3.0).sum("i"))(nx.ones({"i": 2})).unwrap(["i"]).tolist()
     [3.0, 3.0]
     """
-    return jax.grad(_scalar_output(fun, has_aux, "nx.grad"), argnums, has_aux=has_aux, **kwargs)
+    return jax.grad(_scalar_output(fun, argnums, has_aux, "nx.grad"), argnums, has_aux=has_aux, **kwargs)
 
 
 def value_and_grad(fun: Callable, argnums: int | tuple[int, ...] = 0, has_aux: bool = False,
@@ -69,5 +77,5 @@ def value_and_grad(fun: Callable, argnums: int | tuple[int, ...] = 0, has_aux: b
     >>> float(value), g.named_shape
     (2.0, {'i': 2})
     """
-    scalar_fun = _scalar_output(fun, has_aux, "nx.value_and_grad")
+    scalar_fun = _scalar_output(fun, argnums, has_aux, "nx.value_and_grad")
     return jax.value_and_grad(scalar_fun, argnums, has_aux=has_aux, **kwargs)

@@ -46,7 +46,7 @@ from ..core import caches
 from ..core.array import NamedArray, _make, as_storage, is_named
 from ..core.layout import align, named_sizes, pos_ndim
 from ..core.shape import join_sizes
-from ..errors import AxisSpecError, CarryError, fmt_names
+from ..errors import AxisSpecError, CarryError, fmt_names, not_an_array
 
 __all__ = ["cond", "switch", "fori_loop", "while_loop", "scan", "map", "scan_carrying", "broadcast_to_names",
            "built_around"]
@@ -243,6 +243,10 @@ def _loop(run: Callable[[Targets | None, Any], Any], init: Any, body_shape: Call
         return run(None, init)
     except TypeError as e:
         failure = e
+    for path, leaf in jax.tree_util.tree_flatten_with_path(init, is_leaf=is_named)[0]:
+        if not (type(leaf) is NamedArray or hasattr(leaf, "dtype")
+                or isinstance(leaf, (bool, int, float, complex))):
+            raise not_an_array(where, f"{labels[0]}{keystr(path)}", leaf) from failure
     try:
         args = extra()
     except Exception:  # noqa: BLE001  (inputs jax already rejected for another reason)

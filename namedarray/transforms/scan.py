@@ -45,7 +45,7 @@ from ..core import placement
 from ..core.array import NamedArray, _make, as_storage, is_named, transpose
 from ..core.layout import named_sizes, pos_ndim
 from ..core.shape import check_name
-from ..errors import AxisSizeError, AxisSpecError, DuplicateAxisError, fmt_names
+from ..errors import AxisSizeError, AxisSpecError, DuplicateAxisError, fmt_names, wrong_type
 from .control import built_around, scan_carrying
 
 __all__ = ["scan", "map"]
@@ -216,6 +216,8 @@ def scan(f: Callable[[Any, Any], tuple[Any, Any]], init: Any, xs: Any, axis: str
     {'batch': 2, 'embed': 3}
     """
     where = "nx.scan"
+    if not callable(f):
+        raise wrong_type(where, "f", f, "a function f(carry, x) -> (carry, y)")
     check_name(axis, where)
     _check_remat(remat, where)
     sliced = _Sliced(xs, axis, where)
@@ -247,6 +249,8 @@ def map(f: Callable[[Any], Any], xs: Any, axis: str, *, batch_size: int | None =
     {'k': 2, 'row': 3}
     """
     where = "nx.map"
+    if not callable(f):
+        raise wrong_type(where, "f", f, "a function of one slice of xs")
     check_name(axis, where)
     if batch_size is not None and (isinstance(batch_size, bool)
                                    or not isinstance(batch_size, numbers.Integral) or batch_size < 1):
