@@ -310,6 +310,9 @@ def tree_map(f: Callable[..., Any], tree: Any, *rest: Any) -> Any:
     >>> nx.tree_map(lambda p: p.size * p.named_size, params)
     {'b': 2, 'w': 6}
     """
+    if not callable(f):
+        raise TypeError(f"nx.tree_map: the first argument is the function to apply, got {type(f).__name__} "
+                        f"{f!r}")
     return jax.tree.map(f, tree, *rest, is_leaf=is_named)
 
 
