@@ -25,6 +25,7 @@ too few axes for the names it is an error, otherwise the names silently label ot
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -453,6 +454,10 @@ def canonical_storage(x: NamedArray) -> tuple[Any, tuple[str, ...]]:
     d = x.data
     if not hasattr(d, "ndim"):  # JAX unflattens placeholders (object(), None) and flattens them again
         return d, canon
+    if isinstance(d, jax.core.AbstractValue):
+        # a structure jax rebuilt from a record (jax.export's deserialize) keeps the order it recorded: a
+        # caller flattening in another order then fails jax's structure check instead of being transposed
+        return d, names
     p = d.ndim - len(names)
     out = (transpose(d, tuple(range(p)) + tuple(p + i for i in order)), canon)
     if not isinstance(out[0], jax.core.Tracer):  # a tracer (flattened inside a trace) must not outlive it
@@ -487,3 +492,24 @@ optree.register_pytree_node(
 )
 
 orders.on_reset(_canonical_perm.cache_clear)
+
+
+def _serialize_names(names: tuple[str, ...]) -> bytes:
+    return json.dumps(list(names)).encode()
+
+
+def _deserialize_names(blob: bytes) -> tuple[str, ...]:
+    return tuple(json.loads(blob))
+
+
+# ``jax.export`` records the calling convention (the pytree of arguments and results) in what it serializes:
+# a NamedArray's part is its names, in the boundary order the value flattened in. A caller whose values
+# flatten in another order gets jax's pytree-mismatch error, never a transposed argument.
+try:
+    from jax import export as _export
+
+    _export.register_pytree_node_serialization(
+        NamedArray, serialized_name="namedarray.NamedArray", serialize_auxdata=_serialize_names,
+        deserialize_auxdata=_deserialize_names)
+except (ImportError, AttributeError):  # pragma: no cover - a jax without serializable pytree nodes
+    pass

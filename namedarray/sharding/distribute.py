@@ -394,6 +394,19 @@ class Jitted:
 
             return jax.tree_util.tree_map_with_path(one, out, is_leaf=is_named)
 
+    def trace(self, *args: Any, **kwargs: Any) -> jax.stages.Traced:
+        """Trace for these arguments (arrays, NamedArrays, or their ``jax.ShapeDtypeStruct`` versions), laid
+        out by name, as ``jax.jit(f).trace`` does: what ``jax.export.export(nx.jit(f))`` calls.
+
+        >>> import jax, jax.numpy as jnp, namedarray as nx
+        >>> f = nx.jit(lambda x: x.sum("batch"))
+        >>> f.trace(nx.wrap(jnp.ones(4), ["batch"])).out_info.shape
+        ()
+        """
+        with self._rules or _NULL, _env.synced():
+            args, kwargs = self._placed(args, kwargs, abstract=True)
+            return self._jitted.trace(*args, **kwargs)
+
     def lower(self, *args: Any, **kwargs: Any) -> jax.stages.Lowered:
         """Lower for these arguments (arrays, NamedArrays, or their ``jax.ShapeDtypeStruct`` versions), laid
         out by name: ``.compile().memory_analysis()`` gives per-device sizes.
