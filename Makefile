@@ -8,10 +8,12 @@ STAMP := $(VENV)/.installed
 .PHONY: demo test bench lint clean
 
 $(PY):
+	@echo "Creating the virtual environment $(VENV) (once)"
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 
 $(STAMP): pyproject.toml | $(PY)
+	@echo "Installing namedarray and its test dependencies into $(VENV) (once, and again when pyproject.toml changes; a few minutes)"
 	$(PY) -m pip install -q -e ".[dev]"
 	touch $(STAMP)
 
@@ -19,6 +21,7 @@ demo: $(STAMP)
 	$(PY) examples/tutorial.py
 
 test: $(STAMP)
+	@echo "Running the test suite on 2 workers (about 11 minutes on 2 cores; a dot per test passed)"
 	$(PY) -m pytest -n 2 -q tests
 
 bench: $(STAMP)
