@@ -79,6 +79,16 @@ def text_repr(x: Any) -> str:
     return head + "\n" + np.array2string(values, threshold=200, edgeitems=3)
 
 
+def _printed_as(i: int, rank: int) -> str:
+    """Where storage axis ``i`` of ``rank`` shows in the printed values: NumPy prints the last axis along a
+    row (its columns), the one before down the rows, and each earlier axis as blocks of those."""
+    if i == rank - 1:
+        return "columns"
+    if i == rank - 2:
+        return "rows"
+    return "blocks" if i == rank - 3 else f"blocks (level {rank - 3 - i})"
+
+
 def html_repr(x: Any) -> str:
     """``x._repr_html_()``: a table of the axes (positional, then named, in the order the values below are
     printed in) and the values, for notebooks.
@@ -86,13 +96,18 @@ def html_repr(x: Any) -> str:
     >>> import namedarray as nx, jax.numpy as jnp
     >>> "<b>k</b></td><td>3</td><td>named" in html_repr(nx.wrap(jnp.zeros(3), ["k"]))
     True
+    >>> page = html_repr(nx.wrap(jnp.zeros((2, 3)), ["r", "c"]))
+    >>> "<b>r</b></td><td>2</td><td>named</td><td>rows" in page
+    True
+    >>> "<b>c</b></td><td>3</td><td>named</td><td>columns" in page
+    True
     """
     sizes = x.named_shape
-    rows = "".join(
-        f"<tr><td><b>{html.escape(str(n))}</b></td><td>{sizes[n]}</td><td>named</td></tr>"
-        for n in getattr(x, "names", sizes))
-    rows = "".join(f"<tr><td>#{i}</td><td>{s}</td><td>positional</td></tr>"
-                   for i, s in enumerate(x.shape)) + rows
+    axes = [(f"#{i}", s, "positional") for i, s in enumerate(x.shape)]
+    axes += [(f"<b>{html.escape(str(n))}</b>", sizes[n], "named") for n in getattr(x, "names", sizes)]
+    rank = len(axes)
+    rows = "".join(f"<tr><td>{a}</td><td>{s}</td><td>{kind}</td><td>{_printed_as(i, rank)}</td></tr>"
+                   for i, (a, s, kind) in enumerate(axes))
     values = _values(x)
     body = "" if values is None else (
         "<pre style='margin:4px 0'>" + html.escape(np.array2string(values, threshold=200, edgeitems=3))
@@ -103,5 +118,6 @@ def html_repr(x: Any) -> str:
 
         layout = visualize_sharding(x)._repr_html_()
     return (f"<div class='nx-namedarray'><b>NamedArray</b> <code>{html.escape(str(x.dtype))}</code>"
-            "<table style='border-collapse:collapse'><tr><th>axis</th><th>size</th><th>kind</th></tr>"
+            "<table style='border-collapse:collapse'><tr><th>axis</th><th>size</th><th>kind</th>"
+            "<th>in the values</th></tr>"
             f"{rows}</table>{layout}{body}</div>")

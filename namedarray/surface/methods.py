@@ -181,11 +181,13 @@ def install(nx: object = _Namespace()) -> None:
     cls.mT = property(lambda self: nx.matrix_transpose(self), doc="Swap the last two positional axes.")
     cls.real = property(lambda self: nx.real(self))
     cls.imag = property(lambda self: nx.imag(self))
+    from ..ops import updates
     from ..ops.updates import AtIndexer, getitem
 
     cls.__getitem__ = getitem
-    cls.at = property(AtIndexer, doc="``x.at[index].set(values)`` & co.: functional updates by position and "
-                                     "name (see :mod:`namedarray.ops.updates`).")
+    # help(x.at) / help(nx.NamedArray.at) shows the whole contract (jnp.ndarray.at's methods and options,
+    # and how names combine), which the updates module's essay states once
+    cls.at = property(AtIndexer, doc=updates.__doc__)
     def to_xarray(self, coords=None, **kwargs):
         """An ``xarray.DataArray`` whose dims are the names (see
         :func:`namedarray.interop.formats.to_xarray`)."""
