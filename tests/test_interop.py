@@ -109,3 +109,19 @@ def test_orbax_checkpoint_of_a_sharded_pytree_restores_names_and_shardings(tmp_p
 
 def P_of(x, rules):
     return jax.sharding.PartitionSpec(*[rules.get(n) for n in x.names])
+
+
+def test_a_missing_optional_extra_names_the_extra_to_install(monkeypatch):
+    import sys
+
+    x = nx.wrap(jnp.zeros((2, 3)), ["a", "b"])
+    cases = (("xarray", lambda: x.to_xarray(), "xarray"),
+             ("safetensors", lambda: nx.save_safetensors({"x": x}, "unused.safetensors"), "safetensors"),
+             ("safetensors", lambda: nx.load_safetensors("unused.safetensors"), "safetensors"))
+    for module, call, extra in cases:
+        with monkeypatch.context() as m:
+            for name in [n for n in sys.modules if n == module or n.startswith(module + ".")]:
+                m.delitem(sys.modules, name)
+            m.setitem(sys.modules, module, None)  # import of it now fails as if it were not installed
+            with pytest.raises(ModuleNotFoundError, match=rf'pip install "namedarray\[{extra}\]"'):
+                call()

@@ -20,6 +20,7 @@
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 from collections.abc import Mapping
@@ -37,6 +38,23 @@ from ..errors import AxisSpecError, PositionalMisuseError, fmt_names, wrong_type
 __all__ = ["from_xarray", "to_xarray", "save_safetensors", "load_safetensors", "restore_checkpoint"]
 
 _METADATA_KEY = "namedarray.names"
+
+
+def optional(module: str, extra: str, where: str) -> Any:
+    """Import ``module`` of an optional extra; missing, a ``ModuleNotFoundError`` that says which extra
+    installs it.
+
+    >>> optional("json", "none", "nx.example").__name__
+    'json'
+    """
+    try:
+        return importlib.import_module(module)
+    except ModuleNotFoundError as e:
+        top = module.split(".")[0]
+        if e.name is None or e.name.split(".")[0] != top:  # a module it imports is missing: its own error
+            raise
+        raise ModuleNotFoundError(f'{where} needs {top}, which the "{extra}" extra installs: '
+                                  f'pip install "namedarray[{extra}]"', name=e.name) from None
 
 
 # --------------------------------------------------------------------------------------------------------
@@ -74,7 +92,7 @@ def to_xarray(x: NamedArray, coords: Mapping[str, Any] | None = None, **kwargs: 
     >>> nx.wrap(jnp.zeros((2, 3)), ["batch", "embed"]).to_xarray().dims
     ('batch', 'embed')
     """
-    import xarray
+    xarray = optional("xarray", "xarray", "x.to_xarray")
 
     if not is_named(x):
         raise TypeError(f"to_xarray: expected a NamedArray, got {type(x).__name__}")
@@ -103,7 +121,7 @@ def save_safetensors(tensors: Mapping[str, Any], path: str,
     >>> nx.load_safetensors(path)["w"].named_shape
     {'embed': 2, 'mlp': 3}
     """
-    from safetensors.numpy import save_file
+    save_file = optional("safetensors.numpy", "safetensors", "nx.save_safetensors").save_file
 
     if not isinstance(tensors, Mapping):
         raise TypeError(f"nx.save_safetensors: tensors must be a dict name -> array, got "
@@ -144,7 +162,7 @@ def load_safetensors(path: str) -> dict[str, Any]:
     >>> nx.load_safetensors(path)["b"].tolist()
     [0, 1, 2]
     """
-    from safetensors import safe_open
+    safe_open = optional("safetensors", "safetensors", "nx.load_safetensors").safe_open
 
     out: dict[str, Any] = {}
     with safe_open(_path(path, "nx.load_safetensors"), framework="numpy") as f:
