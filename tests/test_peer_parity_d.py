@@ -63,7 +63,7 @@ def along_cases(draw):
     return x, logical, names, core, p, draw(st.sampled_from(sorted(FUNCTIONS)))
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=15, deadline=None)
 @given(along_cases())
 def test_along_equals_the_positional_function_on_the_axis_moved_last(case):
     x, logical, names, core, p, fname = case
@@ -181,7 +181,7 @@ def two_axis_cases(draw):
     return stored_randomly(draw, logical, names), logical, names
 
 
-@settings(max_examples=30, deadline=None)
+@settings(max_examples=15, deadline=None)
 @given(two_axis_cases(), st.integers(-7, 7))
 def test_roll_by_an_array_shift_along_a_name(case, shift):
     x, logical, names = case
@@ -194,7 +194,7 @@ def test_roll_by_an_array_shift_along_a_name(case, shift):
     np.testing.assert_array_equal(logical_order(both, names), np.roll(logical, (shift, 1), axis=(1, 0)))
 
 
-@settings(max_examples=30, deadline=None)
+@settings(max_examples=12, deadline=None)
 @given(st.data())
 def test_repeat_by_array_counts_along_a_name(data):
     x, logical, names = data.draw(two_axis_cases())
@@ -234,7 +234,7 @@ def _padded_window(a, axis, start, size, fill):
     return np.where(outside.reshape(shape), fill, out)
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=25, deadline=None)
 @given(two_axis_cases(), st.integers(-8, 8), st.integers(0, 5), st.booleans())
 def test_dynamic_slice_with_fill_reads_fill_outside_the_axis(case, start, size, traced):
     x, logical, names = case
