@@ -144,6 +144,10 @@ def _power(generic: Callable, fn: Callable, name: str) -> Callable:
     def f(x1, x2, /):
         if type(x1) is NamedArray and type(x2) is NamedArray and not x2.names and x2.data.ndim == 0:
             x2 = x2.data  # a 0-d exponent without names is a scalar exponent, concrete or not, as in jnp
+        elif type(x1) is not NamedArray and type(x2) is NamedArray and not x2.names and x2.data.ndim == 0:
+            # nothing to map over: jnp's own answer, whose concrete integer exponent keeps x1's dtype
+            # (1 ** uint8 is int32 there; run as an operand of a kernel it would promote to uint8)
+            return _make(jnp.asarray(fn(x1, x2.data)), ())
         if type(x1) is NamedArray and not isinstance(x2, (NamedArray, jax.core.Tracer)):
             try:
                 n = operator.index(x2)
