@@ -263,12 +263,8 @@ def lift(fn: Callable, where: str, module: str = "", name: str | None = None) ->
             except NamedAxisError:
                 raise
             except _PLAIN_ERRORS as e:
-                wrong = needs.plain_error(args, kwargs)
-                if wrong is not None:
-                    raise wrong from e
-                if type(e) not in _PLAIN_ERRORS or str(e).startswith(f"{where}: "):
-                    raise
-                raise type(e)(f"{where}: {e}") from e  # jax names its own function, or none
+                # jax names its own function, or none
+                _reraise(e, needs, args, kwargs, where, f"{where}: {e}")
         for p in axis_params:  # a lifted function only sees positional axes: say so, not int(name)
             i = positions[p]
             v = args[i] if i < len(args) else kwargs.get(p)
@@ -284,16 +280,22 @@ def lift(fn: Callable, where: str, module: str = "", name: str | None = None) ->
         except NamedAxisError:
             raise
         except _PLAIN_ERRORS as e:
-            wrong = needs.plain_error(args, kwargs)
-            if wrong is not None:
-                raise wrong from e
-            if type(e) not in _PLAIN_ERRORS or str(e).startswith(f"{where}: "):
-                raise  # jax's own error classes (ConcretizationTypeError, ...) and nx's own messages stay
             shapes = "; ".join(f"{_shape(x)}" for x in named)
-            raise type(e)(f"{e} [{where} is lifted over named axes and sees positional axes only: {shapes}]"
-                          ) from e
+            _reraise(e, needs, args, kwargs, where,
+                     f"{e} [{where} is lifted over named axes and sees positional axes only: {shapes}]")
 
     return document(lifted, "lifted", where, fn)
+
+
+def _reraise(e: Exception, needs: Any, args: tuple, kwargs: dict, where: str, message: str) -> None:
+    """Raise what a failed lifted call means: the mistyped argument when one is plainly wrong, else ``e``
+    with ``message``; jax's own error classes (ConcretizationTypeError, ...) and nx's messages stay."""
+    wrong = needs.plain_error(args, kwargs)
+    if wrong is not None:
+        raise wrong from e
+    if type(e) not in _PLAIN_ERRORS or str(e).startswith(f"{where}: "):
+        raise e
+    raise type(e)(message) from e
 
 
 def rest_of(jax_module: types.ModuleType, namespace: Mapping[str, Any],
