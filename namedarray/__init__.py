@@ -45,7 +45,7 @@ from .ops.einsum import einsum  # noqa: E402
 from .ops.indexing import argwhere, ds, dynamic_slice, dynamic_update_slice, nonzero, where  # noqa: E402
 from .ops.structural import append, concat, concatenate, pad, stack, take, tile  # noqa: E402
 from .ops.surgery import flatten, rearrange, split, tag, unbind, unflatten, untag  # noqa: E402
-from .sharding.collectives import (  # noqa: E402
+from .parallel.collectives import (  # noqa: E402
     all_gather,
     all_to_all,
     axis_index,
@@ -58,9 +58,9 @@ from .sharding.collectives import (  # noqa: E402
     psum,
     psum_scatter,
 )
-from .sharding.distribute import from_process_local, jit, shard, sharding  # noqa: E402
-from .sharding.shard_map import shard_map  # noqa: E402
-from .sharding.visualize import visualize_sharding  # noqa: E402
+from .parallel.distribute import from_process_local, jit, shard, sharding  # noqa: E402
+from .parallel.shard_map import shard_map  # noqa: E402
+from .parallel.visualize import visualize_sharding  # noqa: E402
 from .surface import methods as _methods  # noqa: E402, F401  (importing it installs the operators)
 from .transforms.along import along  # noqa: E402
 from .transforms.autodiff import grad, value_and_grad  # noqa: E402

@@ -1,6 +1,6 @@
 """``nx.lax``: ``jax.lax`` for NamedArrays.
 
-* The collectives over names (:mod:`namedarray.sharding.collectives`): ``psum``, ``pmean``, ``pmax``,
+* The collectives over names (:mod:`namedarray.parallel.collectives`): ``psum``, ``pmean``, ``pmax``,
   ``pmin``,
   ``all_gather``, ``ppermute``, ``pshuffle``, ``psum_scatter``, ``all_to_all``, ``pswapaxes``,
   ``pbroadcast``, ``pcast``, ``axis_index``, ``axis_size``, and ``pdot`` (a contraction over names, from
@@ -30,7 +30,7 @@ import jax
 from .engine import registry
 from .engine.lifting import rest_of
 from .ops.contract import pdot
-from .sharding.collectives import (
+from .parallel.collectives import (
     all_gather,
     all_to_all,
     axis_index,

@@ -32,11 +32,11 @@ def test_an_upward_import_breaks_the_contract(tmp_path):
     shutil.copytree(PACKAGE, tmp_path / "namedarray", ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
     shape = tmp_path / "namedarray" / "core" / "shape.py"
-    shape.write_text(shape.read_text() + "\nfrom ..sharding import distribute  # noqa\n")
+    shape.write_text(shape.read_text() + "\nfrom ..parallel import distribute  # noqa\n")
     result = _lint(tmp_path)
     assert result.returncode != 0
-    assert "namedarray.core is not allowed to import namedarray.sharding" in result.stdout
-    assert "namedarray.core.shape -> namedarray.sharding.distribute" in result.stdout
+    assert "namedarray.core is not allowed to import namedarray.parallel" in result.stdout
+    assert "namedarray.core.shape -> namedarray.parallel.distribute" in result.stdout
 
 
 def _modules():
@@ -95,3 +95,22 @@ def test_the_registry_names_what_nx_exports():
     assert registry.named(jax.scipy.special.logsumexp) is nx.nn.logsumexp
     assert registry.named(jax.nn.relu) is nx.nn.relu
     assert registry.named(print) is None
+
+
+def test_no_public_name_hides_a_subpackage():
+    # `nx.sharding` is a function: a folder of the same name would be unreachable as an attribute
+    # (help(), `namedarray.sharding.distribute` in tracebacks and docs would point at the function)
+    import importlib
+
+    import namedarray as nx
+
+    packages = [p.name for p in PACKAGE.iterdir() if (p / "__init__.py").exists()]
+    modules = [p.stem for p in PACKAGE.glob("*.py") if p.stem != "__init__"]
+    folders = sorted(packages + modules)
+    hidden = []
+    for name in folders:
+        module = importlib.import_module(f"namedarray.{name}")
+        if getattr(nx, name, module) is not module:
+            hidden.append(f"nx.{name} is {getattr(nx, name)!r}, not the module namedarray.{name}")
+    assert not hidden, hidden
+    assert "parallel" in folders and "sharding" not in folders

@@ -15,7 +15,7 @@ import namedarray
 # every module of the package, in every layer folder (a folder's __init__ is its layer's essay)
 MODULES = sorted(m.name.removeprefix("namedarray.")
                  for m in pkgutil.walk_packages(namedarray.__path__, "namedarray."))
-LAYERS = {"core", "engine", "ops", "transforms", "sharding", "adapter", "interop", "surface"}
+LAYERS = {"core", "engine", "ops", "transforms", "parallel", "adapter", "interop", "surface"}
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
 GUIDES = sorted((ROOT / "docs").glob("*.md"))

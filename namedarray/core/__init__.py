@@ -14,7 +14,9 @@ Nothing here computes on values by name; it defines what a named value *is* and 
   rules, resources and serial loops in force);
 * :mod:`~namedarray.core.placement`: names -> ``PartitionSpec``, the one rule every way of sharding by name
   uses;
-* :mod:`~namedarray.core.kernels`: the bounded cache of compiled eager kernels.
+* :mod:`~namedarray.core.kernels`: the bounded cache of compiled eager kernels;
+* :mod:`~namedarray.core.caches`: every process-wide cache and table of the library, each with its bound and
+  its lock, and ``nx.clear_caches()`` and ``sizes()``, which reach them all.
 
 Every layer above imports from this one; this one imports only :mod:`namedarray.errors`.
 """

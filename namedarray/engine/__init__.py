@@ -11,6 +11,8 @@ operands by name, calls the function, and wraps the result again:
   a string, a set, NaN where an int goes), read from the signature of the function called, so that the
   error names it rather than jax's internals;
 * :mod:`~namedarray.engine.nmap`: ``nx.nmap``;
+* :mod:`~namedarray.engine.registry`: which jax function each ``nx`` function implements, filled where each
+  is declared (``@implements(jnp.dot)``); ``nx.xmap`` reads it to run a jax function by name;
 * :mod:`~namedarray.engine.docstrings`: the rule for names that opens every generated docstring.
 
 It imports only :mod:`namedarray.core` and :mod:`namedarray.errors`.

@@ -58,7 +58,7 @@ def _multi_device(x) -> bool:
 
 
 def _sharding_line(x) -> str:
-    from ..sharding.visualize import axes_text, split_axes
+    from ..parallel.visualize import axes_text, split_axes
 
     split = split_axes(x)
     mesh = getattr(x.data.sharding, "mesh", None)
@@ -114,7 +114,7 @@ def html_repr(x: Any) -> str:
         + "</pre>")
     layout = ""
     if _multi_device(x):
-        from ..sharding.visualize import visualize_sharding
+        from ..parallel.visualize import visualize_sharding
 
         layout = visualize_sharding(x)._repr_html_()
     return (f"<div class='nx-namedarray'><b>NamedArray</b> <code>{html.escape(str(x.dtype))}</code>"

@@ -168,7 +168,7 @@ def install(nx: object = _Namespace()) -> None:
         return nx.rename(self, {**(mapping or {}), **names})
 
     from ..interop.render import html_repr, text_repr
-    from ..sharding.distribute import shard_method
+    from ..parallel.distribute import shard_method
 
     cls.unwrap, cls.astype, cls.rename, cls.flatten = unwrap, astype, rename, flatten
     cls.shard = shard_method
