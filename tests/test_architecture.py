@@ -114,3 +114,21 @@ def test_no_public_name_hides_a_subpackage():
             hidden.append(f"nx.{name} is {getattr(nx, name)!r}, not the module namedarray.{name}")
     assert not hidden, hidden
     assert "parallel" in folders and "sharding" not in folders
+
+
+def test_process_wide_state_lives_in_one_module_per_kind():
+    # caches and tables: core/caches.py (bounded, locked, cleared by nx.clear_caches()); context variables:
+    # core/context.py. A cache or context variable made anywhere else fails here, naming the line.
+    home = {"lru_cache": "core/caches.py", "OrderedDict": "core/caches.py", "WeakSet": "core/caches.py",
+            "WeakKeyDictionary": "core/caches.py", "WeakValueDictionary": "core/caches.py",
+            "ContextVar": "core/context.py"}
+    offenders = []
+    for path, tree in _modules():
+        where = path.relative_to(PACKAGE).as_posix()
+        for node in ast.walk(tree):
+            name = getattr(node, "attr", None) or getattr(node, "id", "")
+            if name == "cache" and getattr(getattr(node, "value", None), "id", "") == "functools":
+                name = "lru_cache"  # functools.cache, unbounded
+            if name in home and home[name] != where:
+                offenders.append(f"{where}:{node.lineno} {name} (belongs in {home[name]})")
+    assert not offenders, offenders

@@ -5,7 +5,6 @@ differ in something a cache could miss (an axis size bound by nx.xmap, the rules
 sign of a static argument, operand sizes), and compares each result with NumPy / jax.numpy.
 """
 
-import importlib
 import math
 
 import jax
@@ -16,9 +15,10 @@ from jax import lax
 
 import namedarray as nx
 from namedarray import errors
-from namedarray.core import kernels
+from namedarray.core import caches, kernels
 
-xmap_module = importlib.import_module("namedarray.adapter.xmap")
+SHARED = "nx.xmap compilations"
+OWN = "nx.xmap compilations of configurations that are not keys"
 
 
 def assert_same(actual, expected):
@@ -428,9 +428,9 @@ def test_clear_caches_empties_the_xmap_caches():
             traces.append(v.shape)
             return v + 1
 
+    nx.clear_caches()
     shared = nx.xmap(body, in_axes=["i", ...], out_axes=["i", ...])
     own = nx.xmap(Unhashable(), in_axes=["i", ...], out_axes=["i", ...])
-    assert own._cfg.key is None and shared._cfg.key is not None
     x = np.arange(6.0, dtype=np.float32).reshape(2, 3)
     y = nx.wrap(jnp.asarray(x), ["r", "c"])
     for _ in range(2):
@@ -438,14 +438,14 @@ def test_clear_caches_empties_the_xmap_caches():
         np.testing.assert_allclose(np.asarray(own(x)), x + 1)
         np.testing.assert_allclose(np.asarray((y + 1).unwrap(["r", "c"])), x + 1)
     assert len(traces) == 2  # one trace each, then the cached compilations
-    assert any(k[0] == shared._cfg.key for k in xmap_module._CACHE)
-    assert len(own._local_cache) == 1
+    # the hashable configuration went to the shared cache, the unhashable one to its own
+    assert caches.sizes()[SHARED] == 1 and caches.sizes()[OWN] == 1
     assert kernels.size() > 0
 
     nx.clear_caches()
-    assert len(xmap_module._CACHE) == 0
-    assert len(own._local_cache) == 0
+    assert caches.sizes()[SHARED] == caches.sizes()[OWN] == 0
     assert kernels.size() == 0
+    assert not any(caches.sizes().values()), caches.sizes()  # every cache the library owns
 
     np.testing.assert_allclose(np.asarray(shared(x)), 2 * x)
     np.testing.assert_allclose(np.asarray(own(x)), x + 1)
@@ -462,12 +462,18 @@ def test_local_cache_of_an_unhashable_xmap_is_bounded():
 
     f = nx.xmap(Unhashable(), in_axes=["i", ...], out_axes=["i", ...])
     x = np.ones((2, 3), np.float32)
-    limit = xmap_module._LOCAL_CACHE_SIZE
-    assert 1 <= limit <= 16
-    contexts = [{"batch": "data"}, {"batch": "model"}] + [{"batch": f"m{k}"} for k in range(40)]
-    for rules in contexts + contexts[:2]:
-        with nx.env.axis_rules(rules):
-            np.testing.assert_allclose(np.asarray(f(x)), x * _rule_factor())
-        assert len(f._local_cache) <= limit
-    np.testing.assert_allclose(np.asarray(f(x)), x)
-    assert len(f._local_cache) <= limit
+    limit = caches.resize(OWN, 3)  # each such xmap keeps at most 3 compilations (8 by default)
+    try:
+        assert 1 <= limit <= 16
+        nx.clear_caches()  # from here on, f is the only member of the family that holds anything
+        contexts = [{"batch": "data"}, {"batch": "model"}] + [{"batch": f"m{k}"} for k in range(10)]
+        seen = []
+        for rules in contexts + contexts[:2]:
+            with nx.env.axis_rules(rules):
+                np.testing.assert_allclose(np.asarray(f(x)), x * _rule_factor())
+            seen.append(caches.sizes()[OWN])
+        np.testing.assert_allclose(np.asarray(f(x)), x)
+        assert seen[:4] == [1, 2, 3, 3] and max(seen) == 3  # grows to the bound, then evicts
+        assert caches.sizes()[OWN] == 3
+    finally:
+        caches.resize(OWN, limit)

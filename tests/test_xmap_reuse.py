@@ -4,7 +4,6 @@ Values are compared with NumPy; the cache tests run many threads against the sha
 it evicts, which must never raise.
 """
 
-import importlib
 import random
 import sys
 import threading
@@ -19,8 +18,10 @@ from jax.sharding import PartitionSpec as P
 
 import namedarray as nx
 from namedarray import errors
+from namedarray.core import caches
 
-xmap_module = importlib.import_module("namedarray.adapter.xmap")
+SHARED = "nx.xmap compilations"
+OWN = "nx.xmap compilations of configurations that are not keys"
 
 
 def mesh8(names=("x",)):
@@ -70,9 +71,15 @@ class Scale:
 # 1. The compile cache under threads
 
 
-def test_compile_cache_survives_concurrent_eviction(monkeypatch):
+@pytest.fixture
+def two_shared_compilations():
+    old = caches.resize(SHARED, 2)
+    yield
+    caches.resize(SHARED, old)
+
+
+def test_compile_cache_survives_concurrent_eviction(two_shared_compilations):
     # A small cache so that nearly every call evicts an entry another thread has just looked up.
-    monkeypatch.setattr(xmap_module, "_CACHE_SIZE", 2)
     fs = [nx.xmap(Scale(c), ["i", ...], ["i", ...]) for c in range(1, 4)]
     x = np.arange(6.0).reshape(3, 2)
     old = sys.getswitchinterval()
@@ -95,7 +102,7 @@ def test_compile_cache_survives_concurrent_eviction(monkeypatch):
             assert not failures, failures
     finally:
         sys.setswitchinterval(old)
-    assert len(xmap_module._CACHE) <= 2
+    assert caches.sizes()[SHARED] <= 2
 
 
 def test_more_than_256_distinct_xmaps_in_concurrent_use():
@@ -131,7 +138,7 @@ def test_more_than_256_distinct_xmaps_in_concurrent_use():
     failures = run_threads(work, n_threads)
     assert not failures, failures
     assert len(made) == n_threads * per_thread > 256
-    assert len(xmap_module._CACHE) <= 256
+    assert caches.sizes()[SHARED] <= 256
 
 
 def test_uncacheable_xmap_shared_by_threads():
@@ -142,8 +149,8 @@ def test_uncacheable_xmap_shared_by_threads():
         def __call__(self, v):
             return v + 1
 
+    nx.clear_caches()
     f = nx.xmap(Unhashable(), ["i", ...], ["i", ...])
-    assert f._cfg.key is None
     x = np.arange(4.0)
 
     def work(k):
@@ -151,6 +158,8 @@ def test_uncacheable_xmap_shared_by_threads():
             np.testing.assert_allclose(f(x + k), x + k + 1)
 
     assert not run_threads(work)
+    # one compilation, in f's own cache, however many threads asked for it at once
+    assert caches.sizes()[OWN] == 1 and caches.sizes()[SHARED] == 0
 
 
 # ------------------------------------------------------------------------------------------------------

@@ -22,7 +22,6 @@ True
 from __future__ import annotations
 
 import contextlib
-import itertools
 import math
 import os
 import sys
@@ -170,9 +169,6 @@ class Plan:
     def mesh_axes(self, name: str, resources: Mapping[str, tuple] | None = None) -> tuple[str, ...]:
         res = (resources if resources is not None else self.axes).get(name, ())
         return tuple(r for r in res if self.mesh is not None and r in self.mesh.axis_names)
-
-
-_anon_ids = itertools.count()
 
 
 def resolve(parsed: Mapping[str, tuple], where: str) -> tuple[Plan, tuple]:

@@ -39,8 +39,6 @@ import contextlib
 import functools
 import math
 import re
-import threading
-import weakref
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -326,25 +324,11 @@ def _set_text(names) -> str:
 
 # Compiled callables shared by equal nx.xmap(...) constructions under equal contexts, so that building the
 # same xmap twice (or under a new but equal mesh) does not retrace `fun`. Bounded: it keeps `fun` alive.
-# An nx.xmap whose configuration cannot be a key (an unhashable `fun` or spec) keeps its own cache instead,
-# bounded too (a new mesh or rule context is a new entry). Every read and write of them holds _CACHE_LOCK: a
-# lookup followed by move_to_end must not race with another thread's eviction. nx.clear_caches() empties all.
-_CACHE: collections.OrderedDict = collections.OrderedDict()
-_CACHE_SIZE = 256
-_LOCAL_CACHE_SIZE = 8
-_CACHE_LOCK = threading.Lock()
-_UNSHARED: weakref.WeakSet = weakref.WeakSet()  # the XMapped objects with their own cache
-
-
-def _clear_compiled() -> None:
-    with _CACHE_LOCK:
-        _CACHE.clear()
-        for f in list(_UNSHARED):
-            f._local_cache.clear()
-
-
-caches.register("nx.xmap compilations", _clear_compiled,
-                lambda: len(_CACHE) + sum(len(f._local_cache) for f in list(_UNSHARED)))
+# An nx.xmap whose configuration cannot be a key (an unhashable `fun` or spec) keeps its own small cache
+# instead, one member of a family (a new mesh or rule context is a new entry). Both are locked LRUs of
+# core/caches.py: nx.clear_caches() empties them, caches.resize() bounds them.
+_SHARED: caches.LRU[tuple, Callable] = caches.LRU("nx.xmap compilations", 256)
+_OWN = caches.LRUFamily("nx.xmap compilations of configurations that are not keys", 8)
 
 
 class XMapped:
@@ -358,11 +342,8 @@ class XMapped:
     def __init__(self, fun, in_axes, out_axes, *, axis_sizes=None, axis_resources=None, donate_argnums=(),
                  backend=None):
         self._cfg = _Config(fun, in_axes, out_axes, axis_sizes, axis_resources, donate_argnums, backend)
-        self._local_cache: collections.OrderedDict = collections.OrderedDict()
+        self._own = _OWN.new() if self._cfg.key is None else None
         self._backend_checked = False
-        if self._cfg.key is None:
-            with _CACHE_LOCK:
-                _UNSHARED.add(self)
         functools.update_wrapper(self, fun, updated=())
 
     def __repr__(self) -> str:
@@ -384,22 +365,13 @@ class XMapped:
         cfg = self._cfg
         ctx = (key, None if outer is _env.EMPTY else outer)
         full = (cfg.key, ctx) if cfg.key is not None else None
-        cache, k = (_CACHE, full) if full is not None else (self._local_cache, ctx)
-        with _CACHE_LOCK:
-            fn = cache.get(k)
-            if fn is not None:
-                cache.move_to_end(k)
-                return fn
+        cache, k = (_SHARED, full) if self._own is None else (self._own, ctx)
+        fn = cache.get(k)
+        if fn is not None:
+            return fn
         # jax.jit only wraps (it traces on the first call), so building it outside the lock is cheap; if
         # another thread stored one meanwhile, that one is used, so all callers share one compilation.
-        new = jax.jit(_named_trace(cfg, plan), donate_argnums=cfg.donate_argnums)
-        with _CACHE_LOCK:
-            fn = cache.setdefault(k, new)
-            cache.move_to_end(k)
-            limit = _CACHE_SIZE if cache is _CACHE else _LOCAL_CACHE_SIZE
-            while len(cache) > limit:
-                cache.popitem(last=False)
-        return fn
+        return cache.setdefault(k, jax.jit(_named_trace(cfg, plan), donate_argnums=cfg.donate_argnums))
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if kwargs:

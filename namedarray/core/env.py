@@ -6,7 +6,8 @@ shadowing), the resources (mesh axes, loops) names map to, and the logical-name 
 Operations ask it; nothing else keeps such state.
 
 The environment is an immutable :class:`AxisEnv`, held in a context variable (so it is per thread and per
-asyncio task, and nests by simple replacement) and mirrored into a JAX *user context*
+asyncio task, and nests by simple replacement; the variable is declared, with every other context variable
+of the library, in :mod:`namedarray.core.context`) and mirrored into a JAX *user context*
 (:func:`jax.make_user_context`): JAX includes that value in every trace and compile cache key (``jax.jit``,
 ``lax.scan``/``cond`` bodies, ``jax.checkpoint``), so a function traced under one environment is never
 reused under another: a jitted function that reads the size of a bound name, or lays values out by the
@@ -23,7 +24,6 @@ rules of ``nx.axis_rules``, retraces when they change.
 from __future__ import annotations
 
 import contextlib
-import contextvars
 import dataclasses
 import math
 from collections.abc import Iterable, Iterator, Mapping
@@ -33,7 +33,7 @@ from typing import Any
 import jax
 
 from ..errors import AxisNameShadowingError, LoopAxisError, SplitAxisError, UnboundAxisError, fmt_names
-from . import placement
+from . import context, placement
 
 __all__ = ["AxisEnv", "current", "bind", "bind_blocks", "loop_scope", "axis_rules", "synced", "EMPTY"]
 
@@ -152,7 +152,7 @@ class AxisEnv:
 
 
 EMPTY = AxisEnv()
-_VAR: contextvars.ContextVar[AxisEnv] = contextvars.ContextVar("namedarray_axis_env", default=EMPTY)
+_VAR = context.axis_env
 # The mirror JAX keys its caches on. None stands for EMPTY, so that code outside any nx context adds nothing
 # to JAX's cache keys.
 _ENV = jax.make_user_context(None)
@@ -160,7 +160,7 @@ _ENV = jax.make_user_context(None)
 
 def current() -> AxisEnv:
     """The environment in force."""
-    return _VAR.get()
+    return _VAR.get(EMPTY)
 
 
 @contextlib.contextmanager
@@ -180,7 +180,7 @@ def synced() -> contextlib.AbstractContextManager:
     per thread, the environment per task); entry points that call ``jax.jit`` themselves (``nx.jit``,
     ``nx.xmap``) enter this so that the call is keyed on the caller's own environment.
     """
-    env = _VAR.get()
+    env = _VAR.get(EMPTY)
     if _ENV.value is (None if env == EMPTY else env):
         return contextlib.nullcontext()
     return _ENV(None if env == EMPTY else env)
@@ -207,7 +207,7 @@ def loop_scope(name: str, length: int) -> contextlib.AbstractContextManager[Axis
     ...     dict(current().loop_resources)
     {'outer_doc': 2, 'inner_doc': 4}
     """
-    env = _VAR.get()
+    env = _VAR.get(EMPTY)
     return _install(dataclasses.replace(env, loop_resources={**env.loop_resources, name: length}))
 
 

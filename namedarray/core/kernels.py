@@ -511,7 +511,6 @@ def forget_failed(kernel: Kernel) -> None:
         _table.drop(kernel.key, kernel)
 
 
-caches.register("eager kernels", _table.clear, _table.__len__)
 
 
 def size() -> int:
@@ -531,3 +530,6 @@ def resize(max_kernels: int) -> int:
         old, MAX_KERNELS = _table.size, max_kernels
         _table.size = max_kernels
     return old
+
+
+caches.register("eager kernels", _table.clear, _table.__len__, resize)

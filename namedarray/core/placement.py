@@ -18,9 +18,8 @@ P(None, 'data', ('x', 'y'))
 from __future__ import annotations
 
 import contextlib
-import contextvars
 import math
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import jax
@@ -33,6 +32,7 @@ from ..errors import (
     MissingResourceError,
     ResourceConflictError,
 )
+from . import context
 
 __all__ = ["current_mesh", "mesh_sizes", "mesh_axes", "normalize", "entry", "storage_spec", "conflict",
            "check", "constrain", "place", "is_placed", "contraction_sharding", "gather_sharding",
@@ -441,17 +441,10 @@ def align_explicit_layouts(datas: list, names: list) -> list:
 # Tracers of ``jax.grad`` (their ``primal``) have their primal's layout. Per context, so traces in other
 # threads keep apart; empty outside ``nx.jit``'s trace, where every ``.shard()`` constrains.
 
-_KNOWN: contextvars.ContextVar[dict | None] = contextvars.ContextVar("namedarray_known_layouts", default=None)
-
-
-@contextlib.contextmanager
-def layouts_known() -> Iterator[None]:
-    """Within: :func:`note_layout` records, and :func:`known_layout` answers (one trace's scope)."""
-    token = _KNOWN.set({})
-    try:
-        yield
-    finally:
-        _KNOWN.reset(token)
+def layouts_known() -> contextlib.AbstractContextManager:
+    """Within: :func:`note_layout` records, and :func:`known_layout` answers (one trace's scope; the record
+    is the context's, :mod:`namedarray.core.context`)."""
+    return context.recording("known layouts")
 
 
 def layout_key(mesh: Any, names: Iterable[str], axes_of: Callable[[str], tuple[str, ...] | None]) -> tuple:
@@ -462,14 +455,14 @@ def layout_key(mesh: Any, names: Iterable[str], axes_of: Callable[[str], tuple[s
 
 def note_layout(data: Any, key: tuple) -> None:
     """Record that the traced ``data`` is laid out as ``key`` (:func:`layout_key`) in this trace."""
-    known = _KNOWN.get()
+    known = context.record("known layouts")
     if known is not None and isinstance(data, _Tracer):
         known[id(data)] = (data, key)  # the tracer itself is kept, so its id cannot be reused meanwhile
 
 
 def known_layout(data: Any) -> tuple | None:
     """The layout recorded for the traced ``data`` (or for the primal it differentiates), else None."""
-    known = _KNOWN.get()
+    known = context.record("known layouts")
     if not known:
         return None
     for _ in range(8):  # nested differentiation: a tracer whose primal is a tracer ...

@@ -309,7 +309,9 @@ def rest_of(jax_module: types.ModuleType, namespace: Mapping[str, Any],
     >>> getattr_("relu") is getattr_("relu"), "relu" in dir_()
     (True, True)
     """
-    lifted: dict[str, Callable] = {}  # at most one per function of jax_module
+    # At most one per function of jax_module (its bound). A lookup or a store is one dict operation, atomic
+    # for threads; two threads lifting the same function at once build two equal wrappers and keep one.
+    lifted: dict[str, Callable] = {}
     module_name = namespace.get("__name__", "namedarray")
     caches.register(f"lifted functions of {jax_module.__name__}", lifted.clear, lifted.__len__)
     short = module_name.rsplit(".", 1)[-1]
@@ -326,7 +328,7 @@ def rest_of(jax_module: types.ModuleType, namespace: Mapping[str, Any],
             return obj
         f = lifted.get(name)
         if f is None:
-            f = lifted[name] = lift(obj, f"nx.{short}.{name}", short, name)
+            f = lifted.setdefault(name, lift(obj, f"nx.{short}.{name}", short, name))
         return f
 
     def __dir__() -> list[str]:  # the module's public names and jax's, not what it imports

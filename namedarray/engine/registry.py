@@ -22,6 +22,7 @@ the package is imported, and only read afterwards.
 from __future__ import annotations
 
 import importlib
+import threading
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -106,12 +107,16 @@ def declared() -> dict[str, Any]:
     return out
 
 
+# Built on first use (it walks the jax modules, so an import of nx that never meets a jax function does
+# not pay for it); a lock so that threads that first need it at once build it once.
 _INDEX: dict[int, tuple[str, str, Any]] | None = None
+_INDEX_LOCK = threading.Lock()
 
 
 def _forget_index() -> None:
     global _INDEX
-    _INDEX = None
+    with _INDEX_LOCK:
+        _INDEX = None
 
 
 caches.register("jax function index", _forget_index, lambda: len(_INDEX or ()))
@@ -120,8 +125,13 @@ caches.register("jax function index", _forget_index, lambda: len(_INDEX or ()))
 def _jax_index() -> dict[int, tuple[str, str, Any]]:
     """id(function) -> (jax module, name, function) over the modules with named versions (built once)."""
     global _INDEX
-    if _INDEX is None:
-        index: dict[int, tuple[str, str, Any]] = {}
+    index = _INDEX
+    if index is not None:
+        return index
+    with _INDEX_LOCK:
+        if _INDEX is not None:
+            return _INDEX
+        index = {}
         for modname in _MODULES:
             try:
                 mod = importlib.import_module(modname)
@@ -134,4 +144,4 @@ def _jax_index() -> dict[int, tuple[str, str, Any]]:
                 if callable(obj) and not isinstance(obj, type):
                     index.setdefault(id(obj), (modname, name, obj))  # the first module wins
         _INDEX = index
-    return _INDEX
+        return index

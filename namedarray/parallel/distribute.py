@@ -29,7 +29,6 @@ P('data',)
 
 from __future__ import annotations
 
-import contextvars
 import functools
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
@@ -39,7 +38,7 @@ import numpy as np
 from jax.sharding import NamedSharding, PartitionSpec
 from jax.tree_util import keystr
 
-from ..core import caches, placement
+from ..core import caches, context, placement
 from ..core import env as _env
 from ..core.array import NamedArray, _make, canonical_storage, is_named
 from ..core.layout import named_sizes
@@ -116,20 +115,17 @@ def _shard_one(x: NamedArray, mapping: Mapping[str, tuple[str, ...]], mesh: Any,
     else:
         out = placement.constrain(d, spec, mesh)
         placement.note_layout(out, key)
-    stated = _STATED.get()
+    stated = context.record("stated layouts")
     if stated is not None:
         stated[id(out)] = (out, mapping)  # the tracer itself is kept, so its id cannot be reused
     return _make(out, x.names)
 
 
-# While nx.jit traces its function: each value a constraint in the body produced (id -> (tracer, the mapping
-# it was laid out by)), so that the output keeps the layout the body stated (see Jitted._traced). Per
-# context, so threads tracing at once keep apart; None outside an nx.jit trace.
-_STATED: contextvars.ContextVar[dict | None] = contextvars.ContextVar("namedarray_stated_layouts",
-                                                                      default=None)
-# While Jitted.eval_shape traces: the PartitionSpec of each output NamedArray, by key path.
-_OUT_LAYOUTS: contextvars.ContextVar[dict | None] = contextvars.ContextVar("namedarray_output_layouts",
-                                                                           default=None)
+# While nx.jit traces its function, context.record("stated layouts") holds each value a constraint in the
+# body produced (id -> (tracer, the mapping it was laid out by)), so that the output keeps the layout the body
+# stated (see Jitted._traced); while Jitted.eval_shape traces, context.record("output layouts") holds the
+# PartitionSpec of each output NamedArray, by key path. Per context (namedarray.core.context), so threads
+# tracing at once keep apart.
 
 
 def shard(tree: T, resources: Mapping[str, Any] | None = None, *, mesh: Any = None) -> T:
@@ -288,12 +284,8 @@ class Jitted:
                              for i, a in enumerate(args))
                 kwargs = {k: v if k in self._static_names else _lay_out(v, mapping, mesh, f"argument {k!r}")
                           for k, v in kwargs.items()}
-            token = _STATED.set({})
-            try:
+            with context.recording("stated layouts") as stated:
                 out = self._fun(*args, **kwargs)
-                stated = _STATED.get()
-            finally:
-                _STATED.reset(token)
             if not self._lay_out_results:
                 return out
             return _lay_out(out, mapping, mesh, "output", canonical_order=True, stated=stated)
@@ -377,12 +369,8 @@ class Jitted:
                 return jax.eval_shape(self._jitted, *args, **kwargs)
             # Trace afresh (a new function each time, never a cached trace) to learn the layout each output
             # gets, body-stated ones included, which the abstract values jax returns do not carry.
-            layouts: dict = {}
-            token = _OUT_LAYOUTS.set(layouts)
-            try:
+            with context.recording("output layouts") as layouts:
                 out = jax.eval_shape(lambda *a, **k: self._traced(*a, **k), *args, **kwargs)
-            finally:
-                _OUT_LAYOUTS.reset(token)
 
             def one(path, v):
                 spec = layouts.get(keystr(path))
@@ -437,7 +425,7 @@ def _lay_out(tree: Any, mapping, mesh, what: str, canonical_order: bool = False,
     """Inside the trace: constrain each NamedArray of ``tree`` by its names (results: in canonical order,
     the order they leave the function in, so the constraint is exactly the output's layout). A result the
     body constrained itself (in ``stated``) keeps the mapping the body gave it instead of ``mapping``."""
-    layouts = _OUT_LAYOUTS.get() if canonical_order else None
+    layouts = context.record("output layouts") if canonical_order else None
 
     def one(path, v):
         if not is_named(v):

@@ -91,8 +91,9 @@ def _unnamed(v: Any, where: str, what: str) -> Any:
 # eager loop over the same function is traced and compiled once. A function nx builds around a user's
 # function is kept per (user function, what else it depends on) while the user's function lives.
 
-_BUILT: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-caches.register("functions built around user functions", _BUILT.clear, lambda: len(_BUILT))
+# At most 64 per user function: a function built around with ever new keys (new loop structures) drops its
+# oldest instead of growing.
+_BUILT = caches.WeakTable("functions built around user functions", 64)
 
 
 def built_around(f: Callable, key: Hashable | None, make: Callable[[Callable[[], Callable]], Callable]
@@ -109,13 +110,12 @@ def built_around(f: Callable, key: Hashable | None, make: Callable[[Callable[[],
     """
     if key is not None:
         try:
-            table = _BUILT.setdefault(f, {})
-            ref = weakref.ref(f)  # what is built must not keep f, the table's key, alive
-            built = table.get(key)
+            built = _BUILT.get(f, key)
         except TypeError:  # f cannot be weakly referenced, or key holds something unhashable
             return make(lambda: f)
         if built is None:
-            built = table[key] = make(ref)
+            # what is built must not keep f, the table's key, alive: it reaches f through a weak reference
+            built = _BUILT.put(f, key, make(weakref.ref(f)))
         return built
     return make(lambda: f)
 
