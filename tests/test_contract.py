@@ -3,7 +3,6 @@
 import itertools
 
 import jax
-import jax.monitoring
 import jax.numpy as jnp
 import numpy as np
 import pytest

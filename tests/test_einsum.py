@@ -4,7 +4,6 @@ import importlib
 import re
 
 import jax
-import jax.monitoring
 import jax.numpy as jnp
 import numpy as np
 import pytest

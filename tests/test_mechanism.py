@@ -12,7 +12,6 @@ import sys
 
 import jax
 import jax.extend
-import jax.monitoring
 import jax.numpy as jnp
 import numpy as np
 import pytest

@@ -15,7 +15,7 @@ arrays (NamedArrays, jax/NumPy arrays, Python scalars). :func:`run` executes it:
 Results keep the natural storage order of the layout rule (:mod:`namedarray.core.layout`). The implementations
 share three building blocks defined here: :func:`elementwise` (broadcast by name),
 :func:`reduce` (reduce over positions and names) and :func:`along` (an operation along one axis that keeps
-it), plus :func:`lift`, which vectorises any positional function over named axes (``nx.nmap``).
+it), plus :func:`call_lifted`, which vectorises any positional function over named axes (``nx.nmap``).
 
 >>> import namedarray as nx, jax.numpy as jnp
 >>> x = nx.wrap(jnp.ones((2, 3)), ["a", "b"])
@@ -51,7 +51,7 @@ from ..errors import (
 )
 from .arguments import mistyped
 
-__all__ = ["run", "elementwise", "reduce", "check_reduces", "along", "lift", "normalize_axis", "stats"]
+__all__ = ["run", "elementwise", "reduce", "check_reduces", "along", "call_lifted", "normalize_axis", "stats"]
 
 _Tracer = jax.core.Tracer
 try:  # the concrete array type: `type(d) is _ArrayImpl` rules out a tracer far faster than isinstance
@@ -620,7 +620,7 @@ class _DynSlot:
 _DYN = _DynSlot()
 
 
-def lift(f: Callable, args: tuple, kwargs: dict, where: str) -> Any:
+def call_lifted(f: Callable, args: tuple, kwargs: dict, where: str) -> Any:
     """Call positional ``f`` vectorised over every named axis of the NamedArrays among its arguments.
 
     Arrays anywhere in ``args``/``kwargs`` are operands; every other leaf is static configuration (it keys
@@ -629,7 +629,7 @@ def lift(f: Callable, args: tuple, kwargs: dict, where: str) -> Any:
     that argument.
 
     >>> import namedarray as nx, jax.numpy as jnp
-    >>> lift(jnp.linalg.norm, (nx.wrap(jnp.ones((4, 3)), ["b", ...]),), {}, "norm").named_shape
+    >>> call_lifted(jnp.linalg.norm, (nx.wrap(jnp.ones((4, 3)), ["b", ...]),), {}, "norm").named_shape
     {'b': 4}
     """
     try:

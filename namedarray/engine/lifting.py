@@ -259,7 +259,7 @@ def lift(fn: Callable, where: str, module: str = "", name: str | None = None) ->
         named = [v for v in (*args, *kwargs.values()) if type(v) is NamedArray and v.names]
         if not named and not any(_named_arrays(v) for v in args if isinstance(v, (tuple, list))):
             try:
-                return engine.lift(fn, args, kwargs, where)
+                return engine.call_lifted(fn, args, kwargs, where)
             except NamedAxisError:
                 raise
             except _PLAIN_ERRORS as e:
@@ -276,7 +276,7 @@ def lift(fn: Callable, where: str, module: str = "", name: str | None = None) ->
         if checked:
             needs.check(args, kwargs)
         try:
-            return engine.lift(fn, args, kwargs, where)
+            return engine.call_lifted(fn, args, kwargs, where)
         except NamedAxisError:
             raise
         except _PLAIN_ERRORS as e:

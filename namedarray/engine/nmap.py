@@ -47,7 +47,7 @@ def nmap(f: Callable) -> Callable:
     @functools.wraps(f)
     def lifted(*args, **kwargs):
         try:
-            return engine.lift(f, args, kwargs, where)
+            return engine.call_lifted(f, args, kwargs, where)
         except ValueError as e:
             if isinstance(e, NamedAxisError) or _OUT_OF_BOUNDS not in str(e):
                 raise

@@ -95,7 +95,7 @@ def _activation(fn: Callable, doc: str | None = None) -> Callable:
         kwargs.update(zip(params, args))
         if any(_is_array(v) for v in kwargs.values()):
             # an array-valued parameter (e.g. a per-feature negative_slope): vectorise over all names
-            return engine.lift(fn, (x,), kwargs, where)
+            return engine.call_lifted(fn, (x,), kwargs, where)
         return engine.elementwise(fn, (x,), where, tuple(sorted(kwargs.items())))
 
     f.__doc__ = doc or (f"``jax.nn.{name}`` broadcast over named axes (the named shape is unchanged).\n\n"
@@ -445,7 +445,7 @@ def one_hot(x: Any, num_classes: int, *, dtype: Any = None, axis: int | str = -1
     if not isinstance(axis, str):
         if type(x) is not NamedArray:
             return call(jax.nn.one_hot, (x, num_classes), {"dtype": dtype, "axis": axis}, where)
-        return engine.lift(jax.nn.one_hot, (x, num_classes), {"dtype": dtype, "axis": axis}, where)
+        return engine.call_lifted(jax.nn.one_hot, (x, num_classes), {"dtype": dtype, "axis": axis}, where)
     try:
         num_classes = operator.index(num_classes)  # as jax.nn.one_hot: 3.5 is an error, not 3 classes
     except TypeError:

@@ -170,7 +170,7 @@ def _lift_pair(fn: Callable, operands: tuple, kwargs: dict, where: str) -> Any:
     """``fn`` of two operands lifted over names; jax's shape errors (which count the storage's axes and name
     ``dot_general``) say which nx function failed and the operands' positional shapes."""
     try:
-        return engine.lift(fn, operands, kwargs, where)
+        return engine.call_lifted(fn, operands, kwargs, where)
     except (TypeError, ValueError) as e:
         if type(e) not in (TypeError, ValueError) or str(e).startswith(f"{where}: "):
             raise

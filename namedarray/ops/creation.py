@@ -299,7 +299,8 @@ def arange(start: Any, stop: Any = None, step: Any = None, dtype: Any = None, *,
 def _spaced(fn, where: str, start: Any, stop: Any, num: int, name: str | None, axis: int | None,
             kwargs: dict) -> Any:
     if name is None:
-        return engine.lift(fn, (start, stop), dict(kwargs, num=num, axis=0 if axis is None else axis), where)
+        return engine.call_lifted(fn, (start, stop), dict(kwargs, num=num, axis=0 if axis is None else axis),
+                                  where)
     if axis is not None:
         raise AxisSpecError(f"{where}: give the new axis either a position (axis={axis!r}) or a name "
                             f"(name={name!r}), not both")
@@ -307,7 +308,7 @@ def _spaced(fn, where: str, start: Any, stop: Any, num: int, name: str | None, a
     for i, v in enumerate((start, stop)):
         if type(v) is NamedArray and name in v.names:
             raise DuplicateAxisError(f"{where}: argument {i} already has an axis {name!r}")
-    out = engine.lift(fn, (start, stop), dict(kwargs, num=num, axis=-1), where)
+    out = engine.call_lifted(fn, (start, stop), dict(kwargs, num=num, axis=-1), where)
     if isinstance(out, tuple):  # linspace(retstep=True): (samples, step)
         return (_name_last(out[0], name, where),) + out[1:]
     return _name_last(out, name, where)

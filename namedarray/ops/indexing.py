@@ -148,8 +148,9 @@ def slice_window(x: NamedArray, window: Mapping[int | str, tuple[Any, int]], whe
         return _make(jax.lax.dynamic_slice(d, starts, sizes), x.names)
     # vectorised over the starts' names: the named axes sliced become positional for the slice
     moved, axes, names = _to_positions(x, window)
-    out = engine.lift(_dynamic_slice_at, (moved, tuple(_start(s, where, a) for a, (s, _) in window.items())),
-                      {"axes": axes, "sizes": tuple(size for _, size in window.values())}, where)
+    starts = tuple(_start(s, where, a) for a, (s, _) in window.items())
+    out = engine.call_lifted(_dynamic_slice_at, (moved, starts),
+                             {"axes": axes, "sizes": tuple(size for _, size in window.values())}, where)
     return _from_positions(out, names)
 
 
@@ -190,8 +191,8 @@ def put_window(x: NamedArray, update: NamedArray, starts: Mapping[int | str, Any
         return _make(jax.lax.dynamic_update_slice(full.data, u.astype(x.dtype), index), names)
     moved, axes, moved_names = _to_positions(x, starts)
     moved_update, _, _ = _to_positions(update, starts)
-    out = engine.lift(_dynamic_update_slice_at, (moved, moved_update, tuple(checked.values())),
-                      {"axes": axes}, where)
+    out = engine.call_lifted(_dynamic_update_slice_at, (moved, moved_update, tuple(checked.values())),
+                             {"axes": axes}, where)
     return _from_positions(out, moved_names)
 
 
@@ -466,7 +467,7 @@ def select(x: NamedArray, index: Any) -> NamedArray:
     if any(isinstance(i, NamedArray) for i in index):
         index = tuple(_named_index(i) for i in index)
     if any(isinstance(i, NamedArray) for i in index):
-        return engine.lift(_getitem, (x, index), {}, "NamedArray.__getitem__")
+        return engine.call_lifted(_getitem, (x, index), {}, "NamedArray.__getitem__")
     # jax's own eager indexing: it dispatches static indices without compiling a kernel per index value
     d = x.data
     k = len(x.names)
@@ -575,7 +576,7 @@ def _gather_by_name(x: NamedArray, gathers: list[tuple[str, NamedArray]]) -> Nam
     moved = x
     for name, _ in gathers:
         moved = name_to_position(moved, name, where="indexing by name")
-    return engine.lift(_take_last, (moved, tuple(idx for _, idx in gathers)), {}, "indexing by name")
+    return engine.call_lifted(_take_last, (moved, tuple(idx for _, idx in gathers)), {}, "indexing by name")
 
 
 # Module-level, not lambdas: the eager kernel of a lifted function is keyed by the function object

@@ -126,7 +126,7 @@ def _elementwise(fn: Callable, name: str, arity: int) -> Callable:
             return engine.elementwise(fn, args, where, static=static)
         operands, rest = args[:arity], args[arity:]
         if rest or any(_is_array(v) for v in kwargs.values()):
-            return engine.lift(fn, args, kwargs, where)
+            return engine.call_lifted(fn, args, kwargs, where)
         return engine.elementwise(fn, operands, where, tuple(sorted(kwargs.items())))
 
     return f
@@ -210,7 +210,7 @@ def _reduction(fn: Callable, name: str, multi: bool) -> Callable:
             engine.check_reduces(a, where)
         if not multi and (axis is None or isinstance(axis, (tuple, list))) and not _has_name(axis):
             # one positional axis or the flattened positional part: exactly the positional semantics
-            return engine.lift(op, (a, *extra), dict(kwargs, axis=axis, **(
+            return engine.call_lifted(op, (a, *extra), dict(kwargs, axis=axis, **(
                 {"keepdims": keepdims} if keepdims else {})), where)
         return engine.reduce(op, a, axis, where, keepdims, tuple(sorted(kwargs.items())), extra,
                              single=not multi)
@@ -375,7 +375,7 @@ def _unstack(x, /, *, axis: int | str = 0):
         if axis not in x.names:
             engine.normalize_axis(axis, x, "nx.unstack")  # raises the error naming the value's axes
         return tuple(x[{axis: i}] for i in range(x.named_shape[axis]))
-    return engine.lift(jnp.unstack, (x,), {"axis": axis}, "nx.unstack")
+    return engine.call_lifted(jnp.unstack, (x,), {"axis": axis}, "nx.unstack")
 
 
 def _lifted_module(sub: str) -> types.ModuleType:
@@ -524,7 +524,7 @@ def _trapezoid_impl(static, y, x, dx):
     y = name_to_position(y, name, where=where)
     if isinstance(x, NamedArray) and name in x.names:
         x = name_to_position(x, name, where=where)
-    return engine.lift(jnp.trapezoid, (y, x, dx), {"axis": -1}, where)
+    return engine.call_lifted(jnp.trapezoid, (y, x, dx), {"axis": -1}, where)
 
 
 def _shape(a) -> tuple[int, ...]:
@@ -695,8 +695,8 @@ def isin(element: Any, test_elements: Any, assume_unique: bool = False, invert: 
         bound = _env.current().sizes
         for n in [n for n in test_elements.names if n not in own and n not in bound]:
             test_elements = name_to_position(test_elements, n, where=where)  # one more axis of the set
-    return engine.lift(jnp.isin, (element, test_elements),
-                       {"assume_unique": assume_unique, "invert": invert, "method": method}, where)
+    return engine.call_lifted(jnp.isin, (element, test_elements),
+                              {"assume_unique": assume_unique, "invert": invert, "method": method}, where)
 
 
 def build() -> dict[str, Callable]:

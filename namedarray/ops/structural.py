@@ -72,7 +72,7 @@ def _require_named(arrays, name, where):
 def _concat_impl(static, *arrays):
     name, dtype, where = static
     moved = [name_to_position(a, name, where=where) for a in arrays]
-    out = engine.lift(lambda *xs: jnp.concatenate(xs, axis=-1, dtype=dtype), tuple(moved), {}, where)
+    out = engine.call_lifted(lambda *xs: jnp.concatenate(xs, axis=-1, dtype=dtype), tuple(moved), {}, where)
     return position_to_name(out, -1, name, where)
 
 
@@ -100,7 +100,7 @@ def _concatenate(arrays: Any, axis: int | str | None, dtype: Any, where: str) ->
                     f"{where}: axis={axis} counts positional axes, and argument {i} has "
                     f"{a.ndim or 'none'} (positional shape {a.shape}, named axes {fmt_names(a.names)}). To "
                     f"join along a name, give it: axis={a.names[0]!r}")
-    return engine.lift(jnp.concatenate, (arrays,), {"axis": axis, "dtype": dtype}, where)
+    return engine.call_lifted(jnp.concatenate, (arrays,), {"axis": axis, "dtype": dtype}, where)
 
 
 @implements(jnp.concat)
@@ -124,12 +124,12 @@ def append(arr: Any, values: Any, axis: int | str | None = None) -> Any:
     """
     if isinstance(axis, str):
         return concatenate([arr, values], axis=axis)
-    return engine.lift(jnp.append, (arr, values), {"axis": axis}, "nx.append")
+    return engine.call_lifted(jnp.append, (arr, values), {"axis": axis}, "nx.append")
 
 
 def _stack_impl(static, *arrays):
     name, dtype, where = static
-    out = engine.lift(lambda *xs: jnp.stack(xs, axis=-1, dtype=dtype), arrays, {}, where)
+    out = engine.call_lifted(lambda *xs: jnp.stack(xs, axis=-1, dtype=dtype), arrays, {}, where)
     if not isinstance(out, NamedArray):  # every operand was positional: nothing was lifted
         out = _make(out, ())
     return position_to_name(out, -1, name, where)
@@ -150,7 +150,7 @@ def stack(arrays: Sequence[Any], axis: int | str = 0, out: None = None, dtype: A
                 raise DuplicateAxisError(f"nx.stack: argument {i} already has an axis {axis!r}")
         _env.current().require_whole((axis,), "nx.stack")  # a split name is blocks, not a new axis
         return engine.run(_stack_impl, (axis, dtype, "nx.stack"), arrays)
-    return engine.lift(jnp.stack, (arrays,), {"axis": axis, "dtype": dtype}, "nx.stack")
+    return engine.call_lifted(jnp.stack, (arrays,), {"axis": axis, "dtype": dtype}, "nx.stack")
 
 
 def _lookup_by_name(a: NamedArray, name: str, indices: NamedArray, mode: Any, fill_value: Any) -> NamedArray:
@@ -190,8 +190,8 @@ def _take_impl(static, a, indices):
             and mode in (None, "fill", "clip", "wrap")):
         return _lookup_by_name(a, name, indices, mode, fill_value)
     moved = name_to_position(a, name, where=where)
-    out = engine.lift(lambda x, i: jnp.take(x, i, axis=-1, mode=mode, fill_value=fill_value),
-                      (moved, indices), {}, where)
+    out = engine.call_lifted(lambda x, i: jnp.take(x, i, axis=-1, mode=mode, fill_value=fill_value),
+                             (moved, indices), {}, where)
     rank = len(indices.shape) if hasattr(indices, "shape") else 0
     return position_to_name(out, -1, name, where) if rank == 1 else out
 
@@ -216,9 +216,9 @@ def take(a: Any, indices: Any, axis: int | str | None = None, out: None = None, 
             raise AxisSpecError(f"nx.take along name {axis!r}: indices must be a scalar or 1-d (got shape "
                                 f"{indices.shape}); name their axes and pass a NamedArray to gather by name")
         return engine.run(_take_impl, (axis, mode, fill_value, "nx.take"), (a, indices))
-    return engine.lift(jnp.take, (a, indices), dict(axis=axis, mode=mode, unique_indices=unique_indices,
-                                                    indices_are_sorted=indices_are_sorted,
-                                                    fill_value=fill_value), "nx.take")
+    return engine.call_lifted(jnp.take, (a, indices),
+                              dict(axis=axis, mode=mode, unique_indices=unique_indices,
+                                   indices_are_sorted=indices_are_sorted, fill_value=fill_value), "nx.take")
 
 
 def _pad_impl(static, x):
@@ -270,7 +270,7 @@ def pad(array: Any, pad_width: Any, mode: Any = "constant", **kwargs: Any) -> An
                 f"{where}: pad_width={pad_width!r} counts positional axes, and this value has none (its axes "
                 f"are all named: {fmt_names(array.names)}), so it would pad nothing. Pad by name: "
                 f"pad_width={{{n!r}: {pad_width!r}}}")
-        return engine.lift(jnp.pad, (array, pad_width), {"mode": mode, **kwargs}, where)
+        return engine.call_lifted(jnp.pad, (array, pad_width), {"mode": mode, **kwargs}, where)
     p = array.ndim
     widths = [(0, 0)] * array.data.ndim
     for axis, w in pad_width.items():
@@ -345,7 +345,7 @@ def tile(A: Any, reps: Any) -> Any:
                 f"named: {fmt_names(A.names)}), so it would add new positional axes and tile nothing of it. "
                 f"Tile by name: reps={{{n!r}: ...}}; to add a positional axis, "
                 f"nx.broadcast_to(x, (k,))")
-        return engine.lift(jnp.tile, (A, reps), {}, where)
+        return engine.call_lifted(jnp.tile, (A, reps), {}, where)
     p = A.ndim
     env = _env.current()
     by_pos: dict[int, int] = {}

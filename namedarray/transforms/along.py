@@ -80,7 +80,7 @@ def along(axis: str | Sequence[str], f: Callable | None = None, *,
     def run_along(*args: Any, **kwargs: Any) -> Any:
         moved, sizes, rank = _move_in((args, kwargs), core, where)
         margs, mkwargs = moved
-        out = engine.lift(f, margs, mkwargs, where)
+        out = engine.call_lifted(f, margs, mkwargs, where)
         return _name_back(out, core, sizes, rank, keep, where)
 
     return run_along
