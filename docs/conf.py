@@ -154,6 +154,7 @@ def generate() -> None:
 
 
 _JAX_LINK = re.compile(r"`([^`<>]+)`__?")
+_JAX_NAME = re.compile(r"(?<![`\w])(\w+)_(?=[\s.,;:)]|$)")  # numpy's ``from_`` in prose is no link
 
 
 def jax_links_as_text(app, what, name, obj, options, lines) -> None:
@@ -161,7 +162,7 @@ def jax_links_as_text(app, what, name, obj, options, lines) -> None:
     are on jax's site)."""
     start = next((i for i, line in enumerate(lines) if line.startswith("The documentation of ``jax")), None)
     if start is not None:
-        lines[start:] = [_JAX_LINK.sub(r"\1", line) for line in lines[start:]]
+        lines[start:] = [_JAX_NAME.sub(r"\1\\_", _JAX_LINK.sub(r"\1", line)) for line in lines[start:]]
 
 
 def setup(app) -> None:
