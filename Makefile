@@ -5,7 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test bench lint clean
+.PHONY: demo test bench lint stubs docs clean
 
 $(PY):
 	@echo "Creating the virtual environment $(VENV) (once)"
@@ -31,5 +31,13 @@ lint: $(STAMP)
 	$(PY) -m ruff check namedarray tests benchmarks examples
 	$(VENV)/bin/lint-imports
 
+stubs: $(STAMP)
+	@echo "Writing the type stubs (namedarray/*.pyi) from the package as it runs"
+	$(PY) -m namedarray.surface.stubs
+
+docs: $(STAMP)
+	@echo "Building the documentation site into docs/_build/html (warnings are errors)"
+	$(PY) -m sphinx -W --keep-going -q -b html docs docs/_build/html
+
 clean:
-	rm -rf $(VENV) .pytest_cache .hypothesis
+	rm -rf $(VENV) .pytest_cache .hypothesis .mypy_cache docs/_build

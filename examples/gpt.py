@@ -84,7 +84,7 @@ def make_batch(seed_or_rng: int | np.random.Generator, cfg: Config = Config(),
     rng = np.random.default_rng(seed_or_rng)  # a Generator is returned as is
     n = cfg.seq + 1
     if task == "sum":
-        t = np.zeros((cfg.batch, n), np.int64)
+        t: np.ndarray = np.zeros((cfg.batch, n), np.int64)
         t[:, :2] = rng.integers(0, cfg.vocab, size=(cfg.batch, 2))
         for i in range(2, n):
             t[:, i] = (t[:, i - 1] + t[:, i - 2]) % cfg.vocab

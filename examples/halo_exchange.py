@@ -31,7 +31,7 @@ ALPHA = 0.2  # the diffusion number (stable below 0.25)
 
 def initial_grid(rows: int, cols: int) -> nx.NamedArray:
     """A hot square in a cold plate."""
-    u = np.zeros((rows, cols), np.float32)
+    u: np.ndarray = np.zeros((rows, cols), np.float32)
     u[rows // 4: rows // 2, cols // 4: cols // 2] = 1.0
     return nx.wrap(jnp.asarray(u), ["x", "y"])
 

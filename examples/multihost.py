@@ -52,7 +52,7 @@ def dataset():
     return images, labels
 
 
-def train(images, labels, steps: int) -> tuple[list[float], object]:
+def train(images, labels, steps: int) -> tuple[list[float], dict]:
     import namedarray as nx
 
     with nx.axis_rules(RULES):

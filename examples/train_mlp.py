@@ -118,7 +118,7 @@ def strategies(n_devices: int = 8):
     ]
 
 
-def train(data, order: np.ndarray, title: str, lr: float = 3e-3) -> tuple[np.ndarray, float, object]:
+def train(data, order: np.ndarray, title: str, lr: float = 3e-3) -> tuple[np.ndarray, float, dict]:
     """Train from the same key on the batches ``order`` picks; returns the loss curve, test accuracy and the
     final parameters."""
     train_x, train_y, test_x, test_y = data

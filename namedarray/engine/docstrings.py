@@ -4,17 +4,24 @@ Functions mirrored from ``jax.numpy`` (and lifted from ``jax.lax``, ``jax.nn``, 
 ``jax.numpy.linalg``, ``jax.numpy.fft``) keep jax's documentation, after one paragraph stating the nx rule
 for their kind. The kinds are the mirror's declarations (:mod:`namedarray.ops.mirror`).
 
->>> import namedarray as nx
+They keep jax's signature too, in nx's terms (:func:`named_signature`): an array argument may be a
+NamedArray, an array result is one, and an ``axis`` that takes names says so. ``help()`` and
+``inspect.signature`` show it, and the type stubs (:mod:`namedarray.surface.stubs`) are generated from it.
+
+>>> import inspect, namedarray as nx
 >>> nx.sum.__doc__.splitlines()[0]
 '``nx.sum`` reduces the axes given in ``axis``: positions (ints) and names (strings), mixed freely'
+>>> inspect.signature(nx.exp)
+<Signature (x: 'NamedArray | ArrayLike', /) -> 'NamedArray'>
 """
 
 from __future__ import annotations
 
 import inspect
+import re
 from collections.abc import Callable
 
-__all__ = ["RULES", "document", "jax_name"]
+__all__ = ["RULES", "document", "jax_name", "named_annotation", "named_signature"]
 
 RULES = {
     "elementwise": (
@@ -57,7 +64,62 @@ def document(f: Callable, kind: str, where: str, source: Callable | None = None)
     own = inspect.cleandoc(source.__doc__) if source is not None and source.__doc__ else ""
     tail = f"\n\nThe documentation of ``{jax_name(where)}`` follows.\n\n{own}" if own else ""
     f.__doc__ = f"``{where}`` {rule}{tail}"
+    if source is not None:
+        signature = named_signature(source, names_in_axis=kind in _NAMED_AXIS_KINDS)
+        if signature is not None:
+            f.__signature__ = signature  # type: ignore[attr-defined]
     return f
+
+
+# the kinds whose ``axis`` takes names as well as positions
+_NAMED_AXIS_KINDS = ("reduction", "single", "along")
+_ARRAY = re.compile(r"(?<![\w.])(ArrayLike|Array)(?![\w.])")
+_INT = re.compile(r"(?<![\w.])int(?![\w.])")
+_AXIS = re.compile(r"(?<![\w.])Axis(?![\w.])")
+
+
+def named_annotation(annotation: object, *, result: bool = False, names_in_axis: bool = False) -> object:
+    """jax's annotation in nx's terms: an array argument may be a NamedArray, an array ``result`` is one.
+
+    With ``names_in_axis`` (an ``axis`` argument that takes names) an ``int`` may be a name too.
+
+    >>> named_annotation("tuple[Array, Array]", result=True), named_annotation("ArrayLike | None")
+    ('tuple[NamedArray, NamedArray]', 'NamedArray | ArrayLike | None')
+    >>> named_annotation("int | None", names_in_axis=True), named_annotation("jax.Array")
+    ('int | str | None', 'jax.Array')
+    """
+    if annotation is inspect.Parameter.empty:
+        return annotation
+    text = annotation if isinstance(annotation, str) else inspect.formatannotation(annotation)
+    text = _ARRAY.sub(lambda m: "NamedArray" if result else f"NamedArray | {m[1]}", text)
+    if names_in_axis:
+        text = _AXIS.sub("int | Sequence[int] | None", text)
+        text = _INT.sub("int | str", text)
+    return text
+
+
+def named_signature(source: Callable, *, names_in_axis: bool = False) -> inspect.Signature | None:
+    """``source``'s signature in nx's terms (:func:`named_annotation`), or None where it has none.
+
+    >>> import jax.numpy as jnp
+    >>> s = named_signature(jnp.cumsum, names_in_axis=True)
+    >>> s.parameters["axis"], s.return_annotation
+    (<Parameter "axis: 'int | str | None' = None">, 'NamedArray')
+    """
+    nin = getattr(source, "nin", None)
+    if type(source).__name__ == "ufunc" and isinstance(nin, int):  # jnp.add: a ufunc object, f(x1, x2)
+        array = inspect.Parameter.POSITIONAL_ONLY
+        return inspect.Signature([inspect.Parameter(f"x{i + 1}", array, annotation="NamedArray | ArrayLike")
+                                  for i in range(nin)], return_annotation="NamedArray")
+    try:
+        signature = inspect.signature(source)
+    except (TypeError, ValueError):
+        return None
+    params = [p.replace(annotation=named_annotation(p.annotation, names_in_axis=names_in_axis
+                                                    and p.name.startswith("axis")))
+              for p in signature.parameters.values()]
+    return signature.replace(parameters=params,
+                             return_annotation=named_annotation(signature.return_annotation, result=True))
 
 
 _JAX_HOMES = {"linalg": "jax.numpy.linalg", "fft": "jax.numpy.fft", "lax": "jax.lax", "nn": "jax.nn",

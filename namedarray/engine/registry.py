@@ -1,6 +1,6 @@
 """The registry: which ``nx`` function implements each jax function.
 
-Every named operation is declared where it is implemented, next to the jax function it stands for:
+Every named operation is declared where it is implemented, next to the jax function it stands for::
 
     @implements(jnp.dot)
     def dot(a, b, *, precision=None, preferred_element_type=None): ...

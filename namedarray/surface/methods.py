@@ -12,6 +12,10 @@ each is found in the registry (:mod:`namedarray.engine.registry`), where the lay
 
 from __future__ import annotations
 
+import inspect
+from collections.abc import Mapping
+from typing import Any
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -53,6 +57,7 @@ _OPERANDS = (NamedArray, jax.Array, np.ndarray, np.generic, bool, int, float, co
 _COMPARE = {"lt": "less", "le": "less_equal", "gt": "greater", "ge": "greater_equal",
             "eq": "equal", "ne": "not_equal"}
 _UNARY = {"neg": "negative", "pos": "positive", "abs": "abs", "invert": "invert"}
+_OTHER = "NamedArray | ArrayLike"  # an operator's other operand, as help() and the type stubs show it
 
 # array methods: method name -> the nx function it calls with the array first (reshape and transpose,
 # which also take their arguments unpacked, are defined in install)
@@ -78,6 +83,10 @@ def install(nx: object = _Namespace()) -> None:
                 return NotImplemented
             return f(other, self)
 
+        # what help() and the type stubs (namedarray.surface.stubs) show
+        ret = "tuple[NamedArray, NamedArray]" if fname == "divmod" else "NamedArray"
+        op.__annotations__ = {"other": _OTHER, "return": ret}
+        rop.__annotations__ = {"other": _OTHER, "return": ret}
         return op, rop
 
     for dunder, fname in _BINARY.items():
@@ -90,7 +99,7 @@ def install(nx: object = _Namespace()) -> None:
         op.__name__ = f"__{dunder}__"
         setattr(cls, f"__{dunder}__", op)
     def unary_op(f):
-        def unary(self):
+        def unary(self) -> NamedArray:
             return f(self)
 
         return unary
@@ -108,27 +117,30 @@ def install(nx: object = _Namespace()) -> None:
 
         m.__name__ = name
         m.__doc__ = f"``nx.{fname}(self, ...)``: see :func:`namedarray.{fname}`."
+        signature = _method_signature(f)
+        if signature is not None:
+            m.__signature__ = signature  # help(x.sum) shows nx.sum's arguments
         return m
 
     for name, fname in _METHODS.items():
         setattr(cls, name, method(name, fname))
 
-    def reshape(self, *shape, **kwargs):
+    def reshape(self, *shape: Any, **kwargs: Any) -> NamedArray:
         """Reshape the positional axes (named axes are untouched)."""
         if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
             shape = tuple(shape[0])
         return nx.reshape(self, shape, **kwargs)
 
-    def transpose(self, *axes):
+    def transpose(self, *axes: Any) -> NamedArray:
         """Permute the positional axes."""
         if len(axes) == 1 and isinstance(axes[0], (tuple, list)):
             axes = tuple(axes[0])
         return nx.transpose(self, axes or None)
 
-    def __round__(self, ndigits=None):
+    def __round__(self, ndigits: int | None = None) -> NamedArray:
         return nx.round(self, ndigits or 0)
 
-    def unwrap(self, *axes):
+    def unwrap(self, *axes: Any) -> jax.Array:
         """The positional array with named axes placed by ``axes`` (see :func:`namedarray.unwrap`).
 
         Names given as separate arguments are a list: ``x.unwrap("b", "a")`` is ``x.unwrap(["b", "a"])``.
@@ -142,7 +154,7 @@ def install(nx: object = _Namespace()) -> None:
             return nx.unwrap(self, axes[0])
         return nx.unwrap(self, list(axes) if axes else None)
 
-    def flatten(self, *args, **kwargs):
+    def flatten(self, *args: Any, **kwargs: Any) -> NamedArray:
         """``x.flatten()`` ravels the positional axes (as NumPy's); ``x.flatten(names, new_name)`` merges
         named axes into one (:func:`namedarray.flatten`).
 
@@ -154,7 +166,7 @@ def install(nx: object = _Namespace()) -> None:
             return nx.flatten(self, *args)
         return nx.ravel(self, *args, **kwargs)
 
-    def astype(self, dtype):
+    def astype(self, dtype: Any) -> NamedArray:
         """The same named array with another element type (``nx.astype``).
 
         >>> import namedarray as nx, jax.numpy as jnp
@@ -163,7 +175,7 @@ def install(nx: object = _Namespace()) -> None:
         """
         return nx.astype(self, dtype)
 
-    def rename(self, mapping=None, /, **names):
+    def rename(self, mapping: Mapping[str, str] | None = None, /, **names: str) -> NamedArray:
         """Rename named axes: ``x.rename({"old": "new"})`` or ``x.rename(old="new")``."""
         return nx.rename(self, {**(mapping or {}), **names})
 
@@ -177,10 +189,23 @@ def install(nx: object = _Namespace()) -> None:
     cls.__round__ = __round__
     cls.reshape = reshape
     cls.transpose = transpose
-    cls.T = property(lambda self: nx.transpose(self), doc="Transpose of the positional axes.")
-    cls.mT = property(lambda self: nx.matrix_transpose(self), doc="Swap the last two positional axes.")
-    cls.real = property(lambda self: nx.real(self))
-    cls.imag = property(lambda self: nx.imag(self))
+    def T(self) -> NamedArray:
+        """Transpose of the positional axes."""
+        return nx.transpose(self)
+
+    def mT(self) -> NamedArray:
+        """Swap the last two positional axes."""
+        return nx.matrix_transpose(self)
+
+    def real(self) -> NamedArray:
+        """The real part (``nx.real``)."""
+        return nx.real(self)
+
+    def imag(self) -> NamedArray:
+        """The imaginary part (``nx.imag``)."""
+        return nx.imag(self)
+
+    cls.T, cls.mT, cls.real, cls.imag = property(T), property(mT), property(real), property(imag)
     from ..ops import updates
     from ..ops.updates import AtIndexer, getitem
 
@@ -188,7 +213,7 @@ def install(nx: object = _Namespace()) -> None:
     # help(x.at) / help(nx.NamedArray.at) shows the whole contract (jnp.ndarray.at's methods and options,
     # and how names combine), which the updates module's essay states once
     cls.at = property(AtIndexer, doc=updates.__doc__)
-    def to_xarray(self, coords=None, **kwargs):
+    def to_xarray(self, coords: Any = None, **kwargs: Any) -> Any:
         """An ``xarray.DataArray`` whose dims are the names (see
         :func:`namedarray.interop.formats.to_xarray`)."""
         from ..interop.formats import to_xarray
@@ -264,6 +289,20 @@ def _array_function(nx):
 
 
 _NONE = object()
+
+
+def _method_signature(f: Any) -> inspect.Signature | None:
+    """``f``'s signature with its first argument as ``self``: the method ``x.f(...)`` calls ``f(x, ...)``."""
+    try:
+        signature = inspect.signature(f)
+    except (TypeError, ValueError):
+        return None
+    params = list(signature.parameters.values())
+    if not params or params[0].kind not in (params[0].POSITIONAL_ONLY, params[0].POSITIONAL_OR_KEYWORD):
+        return None
+    empty = inspect.Parameter.empty
+    first = params[0].replace(name="self", annotation=empty, default=empty)
+    return signature.replace(parameters=[first, *params[1:]])
 
 
 install()

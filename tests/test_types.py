@@ -1,0 +1,126 @@
+"""What type checkers see: the generated stubs are current, and mypy reads the README's and the guides' code
+and the examples against them without an error, while a wrong use of nx is reported.
+
+mypy starts from an empty cache, as on a fresh clone; jax and numpy are read from their own stubs only
+(pyproject.toml's ``[tool.mypy]``), which keeps the check to seconds.
+"""
+
+from __future__ import annotations
+
+import ast
+import pathlib
+import re
+
+import pytest
+
+from namedarray.surface import stubs
+
+mypy_api = pytest.importorskip("mypy.api")
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+EXAMPLES = sorted((ROOT / "examples").glob("*.py"))
+
+
+def test_stubs_are_current():
+    old = stubs.stale()
+    assert not old, f"the type stubs {old} differ from the package: run `make stubs` and commit them"
+
+
+def test_stubs_declare_every_public_name():
+    import namedarray as nx
+
+    text = stubs.render()["__init__.pyi"]
+    declared = set(re.findall(r"^def (\w+)\(|^(\w+): |^from \S+ import \w+ as (\w+)$", text, re.M))
+    names = {n for group in declared for n in group if n}
+    assert set(nx.__all__) <= names, sorted(set(nx.__all__) - names)
+    methods = stubs.render()["core/array.pyi"]
+    for method in ("def sum(self, axis:", "def __add__(self, other:", "def unwrap(self", "def at(self)"):
+        assert method in methods
+
+
+def checked_annotations_as_any(code: str) -> str:
+    """``code`` with the annotations of ``@nx.typing.check`` functions read as ``Any``.
+
+    nx.typing's shape annotations (``f32[("n",), {"batch": "b"}]``) are values checked at call time, which
+    no static checker reads as types; everything else in the code is checked as written. Line numbers are
+    kept, so that mypy's messages point at the file's own lines.
+    """
+    tree = ast.parse(code)
+    lines = code.splitlines(keepends=True)
+    spans = []
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and any(
+                ast.unparse(d).split(".")[-1] == "check" for d in node.decorator_list):
+            args = node.args
+            for a in [*args.posonlyargs, *args.args, *args.kwonlyargs, args.vararg, args.kwarg]:
+                if a is not None and a.annotation is not None:
+                    spans.append(a.annotation)
+            if node.returns is not None:
+                spans.append(node.returns)
+    for n in sorted(spans, key=lambda n: (n.lineno, n.col_offset), reverse=True):
+        first, last = n.lineno - 1, n.end_lineno - 1
+        tail = lines[last][n.end_col_offset:]
+        lines[first:last + 1] = [lines[first][:n.col_offset] + "_CheckedAnnotation" + "\n" * (last - first)
+                                 + tail]
+    return "".join(lines) + "\nfrom typing import Any as _CheckedAnnotation\n"
+
+
+def python_modules(path: pathlib.Path) -> list[str]:
+    """The ```python blocks of a Markdown file as modules: a block that imports namedarray starts one, and
+    the blocks after it that do not continue it (they run in one namespace in tests/test_docs.py). Blank
+    lines keep each block on its own lines."""
+    text = path.read_text()
+    modules: list[str] = []
+    for block in re.finditer(r"```python\n(.*?)```", text, re.S):
+        code = block.group(1)
+        if "import namedarray" in code or not modules:
+            modules.append("")
+        pad = text.count("\n", 0, block.start(1)) - modules[-1].count("\n")
+        modules[-1] += "\n" * pad + code
+    return modules
+
+
+def mypy(files: list[pathlib.Path], cache: pathlib.Path) -> tuple[str, int]:
+    out, err, status = mypy_api.run([
+        "--config-file", str(ROOT / "pyproject.toml"), "--cache-dir", str(cache), "--no-error-summary",
+        "--show-error-codes", *map(str, files)])
+    return out + err, status
+
+
+@pytest.fixture(scope="module")
+def cache(tmp_path_factory):
+    return tmp_path_factory.mktemp("mypy_cache")
+
+
+def test_docs_and_examples_type_check(tmp_path, cache, monkeypatch):
+    monkeypatch.setenv("MYPYPATH", str(ROOT))  # this checkout's package and stubs
+    files = []
+    for path in DOCS:
+        for i, code in enumerate(python_modules(path)):
+            file = tmp_path / f"{path.stem}_{i}.py"
+            file.write_text(checked_annotations_as_any(code))
+            files.append(file)
+    for path in EXAMPLES:
+        file = tmp_path / path.name
+        file.write_text(checked_annotations_as_any(path.read_text()))
+        files.append(file)
+    out, status = mypy(files, cache)
+    for path in [*DOCS, *EXAMPLES]:  # name the source, not the temporary copy
+        out = re.sub(rf"{re.escape(str(tmp_path))}/{path.stem}(_\d+)?\.py", path.name, out)
+    assert status == 0, out
+
+
+@pytest.mark.parametrize("snippet, error", [
+    ("total: int = nx.sum(x, axis='batch')", 'expression has type "NamedArray"'),
+    ("y = nx.summ(x, axis='batch')", 'Module has no attribute "summ"'),
+    ("y = x.summ('batch')", '"NamedArray" has no attribute "summ"'),
+    ("y = nx.einsum(3, x)", 'incompatible type "int"'),
+])
+def test_wrong_uses_are_reported(snippet, error, tmp_path, cache, monkeypatch):
+    monkeypatch.setenv("MYPYPATH", str(ROOT))
+    file = tmp_path / "wrong.py"
+    file.write_text("import jax.numpy as jnp\nimport namedarray as nx\n\n"
+                    "x = nx.wrap(jnp.ones((2, 3)), ['batch', 'k'])\n" + snippet + "\n")
+    out, status = mypy([file], cache)
+    assert status == 1 and error in out, out
