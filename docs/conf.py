@@ -33,6 +33,7 @@ SUBSET = [s for s in os.environ.get("NX_DOCS_LAYERS", "").split(",") if s]
 
 project = "namedarray"
 author = "the namedarray authors"
+copyright = "the namedarray authors; Apache-2.0"
 release = version = nx.__version__
 extensions = ["sphinx.ext.autodoc", "sphinx.ext.napoleon", "myst_nb"]
 nb_execution_mode = "off"  # notebooks show the outputs saved with them

@@ -18,7 +18,8 @@ from namedarray.surface import stubs
 mypy_api = pytest.importorskip("mypy.api")
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+DOCS = [ROOT / "README.md", *sorted(p for p in (ROOT / "docs").glob("*.md")
+                                    if p.name not in {"index.md", "generated_readme.md"})]
 EXAMPLES = sorted((ROOT / "examples").glob("*.py"))
 
 
