@@ -28,7 +28,13 @@ from .core.orders import canonical_order, fix_canonical_order, reset_canonical_o
 from .core.shape import NamedShape  # noqa: E402
 from .core.wrapping import rename, unwrap, wrap  # noqa: E402
 from .engine.nmap import nmap  # noqa: E402
-from .interop.formats import from_xarray, load_safetensors, restore_checkpoint, save_safetensors  # noqa: E402
+from .interop.formats import (  # noqa: E402
+    from_xarray,
+    load_safetensors,
+    restore_checkpoint,
+    save_safetensors,
+    to_xarray,
+)
 from .ops.contract import dot, inner, matmul, outer, pdot, tensordot, vdot  # noqa: E402
 from .ops.creation import (  # noqa: E402
     arange,
@@ -72,7 +78,8 @@ __version__ = "0.1.0"
 __all__ = sorted({*_MIRROR, "errors", "lax", "nn", "random", "typing", "env", "SerialLoop", "serial_loop",
                   "xmap", "NamedArray", "axis_rules", "clear_caches", "canonical_order",
                   "fix_canonical_order", "reset_canonical_orders", "NamedShape", "rename", "unwrap", "wrap",
-                  "nmap", "from_xarray", "load_safetensors", "restore_checkpoint", "save_safetensors",
+                  "nmap", "from_xarray", "to_xarray", "load_safetensors", "restore_checkpoint",
+                  "save_safetensors",
                   "dot", "inner", "matmul", "outer", "pdot", "tensordot", "vdot", "arange", "empty", "full",
                   "geomspace", "linspace", "logspace", "ones", "zeros", "broadcast_to", "einsum", "argwhere",
                   "ds", "dynamic_slice", "dynamic_update_slice", "nonzero", "where", "append", "concat",

@@ -115,7 +115,7 @@ def test_a_missing_optional_extra_names_the_extra_to_install(monkeypatch):
     import sys
 
     x = nx.wrap(jnp.zeros((2, 3)), ["a", "b"])
-    cases = (("xarray", lambda: x.to_xarray(), "xarray"),
+    cases = (("xarray", lambda: x.to_xarray(), "xarray"), ("xarray", lambda: nx.to_xarray(x), "xarray"),
              ("safetensors", lambda: nx.save_safetensors({"x": x}, "unused.safetensors"), "safetensors"),
              ("safetensors", lambda: nx.load_safetensors("unused.safetensors"), "safetensors"))
     for module, call, extra in cases:

@@ -85,14 +85,17 @@ def from_xarray(da: Any) -> NamedArray:
 
 def to_xarray(x: NamedArray, coords: Mapping[str, Any] | None = None, **kwargs: Any) -> Any:
     """An ``xarray.DataArray`` whose dims are ``x``'s names, in storage order (``coords`` and the other
-    keyword arguments go to ``xarray.DataArray``). Positional axes have no dim name: name them first
-    (``x.tag(...)``).
+    keyword arguments go to ``xarray.DataArray``); ``nx.to_xarray(x)`` and ``x.to_xarray()`` are one
+    function. Positional axes have no dim name: name them first (``x.tag(...)``). Needs the ``[xarray]``
+    extra; without it the error says what to install.
 
     >>> import namedarray as nx, jax.numpy as jnp
     >>> nx.wrap(jnp.zeros((2, 3)), ["batch", "embed"]).to_xarray().dims
     ('batch', 'embed')
+    >>> nx.to_xarray(nx.wrap(jnp.zeros(2), ["batch"])).dims
+    ('batch',)
     """
-    xarray = optional("xarray", "xarray", "x.to_xarray")
+    xarray = optional("xarray", "xarray", "nx.to_xarray")
 
     if not is_named(x):
         raise TypeError(f"to_xarray: expected a NamedArray, got {type(x).__name__}")
