@@ -187,6 +187,7 @@ GOOD = {
     "restore_checkpoint": lambda s: ((None, "missing", {}), {}),
     "rollaxis": lambda s: ((s.m, 1), {}),
     "save_safetensors": lambda s: (({"w": s.x}, "out.safetensors"), {}),
+    "to_xarray": lambda s: ((s.x,), {}),
     "scan": lambda s: ((_step, 0.0, s.time), {}),
     "searchsorted": lambda s: ((s.plain, s.xp), {}),
     "select": lambda s: (([s.mask], [s.xp]), {}),

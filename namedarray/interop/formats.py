@@ -104,6 +104,11 @@ def to_xarray(x: NamedArray, coords: Mapping[str, Any] | None = None, **kwargs: 
             f"to_xarray: the value has positional axes (shape {x.shape}) besides its named axes "
             f"{fmt_names(x.names) or '(none)'}, and xarray names every dim: name them first, e.g. "
             f"x.tag({', '.join(repr(f'dim_{i}') for i in range(x.ndim))})")
+    if coords is not None and not isinstance(coords, Mapping):
+        # xarray also reads a sequence of coordinates in dim order, but dims here are in storage order,
+        # which the caller does not choose: by name only
+        raise TypeError(f"to_xarray: coords must be a mapping {{name: values}} (by name, since the dims are "
+                        f"in storage order {fmt_names(x.names)}), got {type(coords).__name__}")
     return xarray.DataArray(np.asarray(x.data), dims=x.names, coords=coords, **kwargs)
 
 
