@@ -29,6 +29,7 @@ P('data',)
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import functools
 from collections.abc import Callable, Mapping, Sequence
@@ -46,7 +47,7 @@ from ..core.layout import named_sizes
 from ..core.orders import canonical, sync_with_job
 from ..errors import DivisibilityError, MissingResourceError
 
-__all__ = ["shard", "sharding", "jit", "Jitted", "from_process_local", "active_mapping"]
+__all__ = ["shard", "sharding", "jit", "Jitted", "from_process_local", "active_mapping", "recording_layouts"]
 
 T = TypeVar("T")
 _Tracer = jax.core.Tracer
@@ -95,6 +96,9 @@ def _spec(x: NamedArray, names: tuple[str, ...], ndim: int, mapping, mesh, where
 
 
 def _shard_one(x: NamedArray, mapping: Mapping[str, tuple[str, ...]], mesh: Any, where: str) -> NamedArray:
+    seen = _LAID_OUT.get()
+    if seen is not None:
+        seen.append(x)
     if mesh is None:
         if any(mapping.get(n) for n in x.names):
             raise _no_mesh(where, x.names, mapping)
@@ -127,6 +131,29 @@ def _shard_one(x: NamedArray, mapping: Mapping[str, tuple[str, ...]], mesh: Any,
 # context, so threads tracing at once keep apart; None outside an nx.jit trace.
 _STATED: contextvars.ContextVar[dict | None] = contextvars.ContextVar("namedarray_stated_layouts",
                                                                       default=None)
+# While nx.plan_sharding traces a step to learn which names occur together: every value laid out by name.
+_LAID_OUT: contextvars.ContextVar[list | None] = contextvars.ContextVar("namedarray_laid_out", default=None)
+
+
+@contextlib.contextmanager
+def recording_layouts() -> Any:
+    """Within the block, a list that collects every NamedArray laid out by name (``.shard()``, ``nx.shard``,
+    ``nx.jit``'s arguments and results): what :func:`namedarray.plan_sharding` reads of a step's values.
+
+    >>> import jax.numpy as jnp, namedarray as nx
+    >>> with recording_layouts() as seen:
+    ...     _ = nx.wrap(jnp.ones((2, 3)), ["a", "b"]).shard()
+    >>> [dict(v.named_shape) for v in seen]
+    [{'a': 2, 'b': 3}]
+    """
+    seen: list = []
+    token = _LAID_OUT.set(seen)
+    try:
+        yield seen
+    finally:
+        _LAID_OUT.reset(token)
+
+
 # While Jitted.eval_shape traces: the PartitionSpec of each output NamedArray, by key path.
 _OUT_LAYOUTS: contextvars.ContextVar[dict | None] = contextvars.ContextVar("namedarray_output_layouts",
                                                                            default=None)
