@@ -31,12 +31,13 @@ an argument, or a value the step lays out (``.shard()``, ``nx.shard``, its resul
 trace of the step. The names are visited in sorted order, the groups in mesh order.
 
 **Pruning bound**: at most ``max_candidates`` (default :data:`MAX_CANDIDATES`, 12) candidates are
-compiled. The replicated mapping ``{}`` always comes first (the baseline every strategy is measured
-against); the others are those holding the fewest bytes per device by a static estimate (the arguments
-and every laid-out value of the trace, each divided by the device count its mapped names split it over),
-ties to fewer mapped names, then to the sorted text of the mapping. The search stops after
-:data:`MAX_VISITED` legal mappings. The estimate only chooses what is compiled; the ranking below uses what
-XLA reports.
+compiled, in three tiers: the replicated mapping ``{}`` (the baseline every strategy is measured
+against); then the one-dimensional strategies, each name alone split over the whole mesh (data parallelism
+is one of them); then the other legal mappings holding the fewest bytes per device by a static estimate
+(the arguments and every laid-out value of the trace, each divided by the device count its mapped names
+split it over). Within a tier: the estimate, then fewer mapped names, then the sorted text of the mapping.
+The search stops after :data:`MAX_VISITED` legal mappings. The estimate only chooses what is compiled; the
+ranking below uses what XLA reports.
 
 **Ranking**: a row is rejected (``ok=False``, ``reason`` says why, starting with one of ``indivisible``,
 ``conflicting``, ``failed to compile``, ``over memory_limit``) when its layout is illegal for the
@@ -360,6 +361,28 @@ class Plan:
                 return dict(row.rules)
         return None
 
+    def rerank(self, *, memory_limit: int | None = None, cost_model: CostModel | None = None) -> Plan:
+        """The same rows ranked again under another ``memory_limit`` and/or ``cost_model``, without
+        compiling anything: rows rejected for memory before are reconsidered, the others keep their reason.
+
+        >>> import jax, jax.numpy as jnp, namedarray as nx
+        >>> mesh = jax.make_mesh((1,), ("data",), axis_types=(jax.sharding.AxisType.Auto,))
+        >>> plan = nx.plan_sharding(lambda x: x * 2, nx.wrap(jnp.ones(4), ["batch"]), mesh=mesh,
+        ...                         candidates=[{}])
+        >>> plan.rerank(memory_limit=1).rows[0].reason.split(":")[0]
+        'over memory_limit'
+        """
+        cost_model = self.cost_model if cost_model is None else cost_model
+        rows = []
+        for r in self.rows:
+            if r.reason is not None and not r.reason.startswith("over memory_limit"):
+                rows.append(r)
+                continue
+            r = dataclasses.replace(r, ok=True, reason=None,
+                                    cost=cost_model(flops=r.flops, collective_bytes=r.collective_bytes))
+            rows.append(_limited(r, memory_limit))
+        return Plan(_order(rows, self.measured), self.mesh, cost_model, self.measured, memory_limit)
+
     def __len__(self) -> int:
         return len(self.rows)
 
@@ -554,9 +577,16 @@ def candidate_rules(step: Callable, *args: Any, mesh: Any = None, max_candidates
     def text(assign) -> str:
         return json.dumps(sorted(assign.items()))
 
-    scored = ((estimate(a), len(a), text(a), a) for a in legal() if a)
-    top = heapq.nsmallest(max(0, max_candidates - 1), scored, key=lambda t: t[:3])
-    return [{}] + [{n: (g[0] if len(g) == 1 else g) for n, g in sorted(a.items())} for *_, a in top]
+    def score(a):
+        return estimate(a), len(a), text(a)
+
+    whole = tuple(axes)
+    singles = sorted(({n: whole} for n in names if whole and whole in options[n]), key=score)
+    room = max(0, max_candidates - 1)
+    singles = singles[:room]
+    rest = ((*score(a), a) for a in legal() if len(a) > 1 or (a and next(iter(a.values())) != whole))
+    top = [a for *_, a in heapq.nsmallest(room - len(singles), rest, key=lambda t: t[:3])]
+    return [{}] + [{n: (g[0] if len(g) == 1 else g) for n, g in sorted(a.items())} for a in singles + top]
 
 
 # --------------------------------------------------------------------------------------------------------
@@ -700,6 +730,14 @@ def _read(rules: dict[str, Any], jitted: Any, compiled: Any, compile_s: float, m
                    time_s=time_s, collectives=tuple(found))
 
 
+def _limited(row: PlanRow, memory_limit: int | None) -> PlanRow:
+    if not row.ok or memory_limit is None or row.memory_bytes <= memory_limit:
+        return row
+    return dataclasses.replace(row, ok=False, reason=(
+        f"over memory_limit: {row.memory_bytes} bytes per device (arguments {row.argument_bytes}, "
+        f"outputs {row.output_bytes}, temporaries {row.temp_bytes}) > {memory_limit}"))
+
+
 def _order(rows: list[PlanRow], measured: bool) -> list[PlanRow]:
     def key(ir):
         i, r = ir
@@ -779,6 +817,8 @@ def plan_sharding(step: Callable, *args: Any, mesh: Any = None,
         raise AxisSpecError(f"{_WHERE}: candidates is empty; pass None to enumerate them")
     for i, c in enumerate(candidates):
         _check_rules(i, c, m)  # every candidate checked before anything compiles
+    seen: set = set()  # a candidate given twice (as "x" and ("x",), say) is compiled once
+    candidates = [c for c in candidates if not (_key(c) in seen or seen.add(_key(c)))]
     leaves = _named_leaves((args, kwargs))
     a_args, a_kwargs = _abstract(args), _abstract(kwargs)
     rows: list[PlanRow | None] = [None] * len(candidates)
@@ -795,10 +835,6 @@ def plan_sharding(step: Callable, *args: Any, mesh: Any = None,
             compiled, compile_s = future.result()
             rows[i] = _read(rules, jitted, compiled, lower_s + compile_s, m, cost_model,
                             (args, kwargs) if measure else None)
-    for i, row in enumerate(rows):
-        if row.ok and memory_limit is not None and row.memory_bytes > memory_limit:
-            rows[i] = dataclasses.replace(row, ok=False, reason=(
-                f"over memory_limit: {row.memory_bytes} bytes per device (arguments {row.argument_bytes}, "
-                f"outputs {row.output_bytes}, temporaries {row.temp_bytes}) > {memory_limit}"))
+    rows = [_limited(row, memory_limit) for row in rows]
     rows = _agree_with_job(_order(rows, measure))
     return Plan(rows, m, cost_model, measure, memory_limit)
