@@ -18,9 +18,8 @@ jax.config.update("jax_num_cpu_devices", 8)
 
 from common import table  # noqa: E402
 
-from namedarray.parallel.plan import MAX_CANDIDATES  # noqa: E402
-
 import namedarray as nx  # noqa: E402
+from namedarray.parallel.plan import MAX_CANDIDATES  # noqa: E402
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "examples"))
 from plan_sharding import gpt_problem, mesh  # noqa: E402
@@ -40,7 +39,8 @@ def main(quick: bool = False) -> str:
              ", ".join(f"{k} {v}" for k, v in r.collective_bytes.items() if v) or "none",
              "-" if r.flops is None else f"{r.flops:.3g}", f"{r.cost:.3g}", f"{r.compile_s:.1f}"]
             for r in plan.rows[:5]]
-    out = [f"## Planning a sharding: `nx.plan_sharding` on the {layers}-layer GPT (8 simulated CPU devices)\n\n"
+    out = [f"## Planning a sharding: `nx.plan_sharding` on the {layers}-layer GPT (8 simulated CPU "
+           "devices)\n\n"
            f"examples/transformer.py's model ({layers} layers, embed {cfg.embed}, {cfg.heads} heads x "
            f"{cfg.head_dim}, mlp {cfg.mlp}, batch {cfg.batch}), one adam step, abstract arguments, mesh "
            f"{dict(m.shape)}, candidates enumerated (default bound {MAX_CANDIDATES}). "
