@@ -65,6 +65,20 @@ def test_hlo_reader_counts_result_bytes_once_per_execution():
     assert sorted(len(g) for _, _, g in found if g) and all(g is not None for _, _, g in found)
 
 
+def test_hlo_reader_counts_a_collective_wrapped_in_async_start_and_done_once():
+    hlo = """
+%wrapped (p: f32[8]) -> f32[2] {
+  ROOT %rs = f32[2]{0} reduce-scatter(%p), replica_groups={{0,1,2,3}}, dimensions={0}, to_apply=%add
+}
+
+ENTRY %main (b: f32[8]) -> f32[2] {
+  %s = ((f32[8]{0}), f32[2]{0}, s32[]) async-start(%b), calls=%wrapped
+  ROOT %d = f32[2]{0} async-done(%s), calls=%wrapped
+}
+"""
+    assert hlo_collectives(hlo) == [("reduce-scatter", 8, [[0, 1, 2, 3]])]
+
+
 def test_hlo_reader_on_a_compiled_program_finds_the_all_reduce_over_the_contracted_axis():
     mesh = auto_mesh((4, 2), ("data", "model"))
     x = nx.wrap(jnp.ones((8, 16)), ["batch", "embed"])

@@ -51,7 +51,12 @@ bytes per device, then fewer mapped names, then the sorted text of the rules; re
 order they were given. The order is a function of the candidates and what XLA reports, so every process
 of a multi-process job computes the same plan; with ``jax.process_count() > 1`` the processes also check
 through the coordination service that they agree (measured times differ between processes, so the first
-process's order is the job's).
+process's order is the job's). :meth:`Plan.rerank` ranks the same rows again under another memory limit
+or cost model without compiling anything.
+
+Each candidate is compiled under exactly its rules (``nx.axis_rules`` blocks around the call do not add
+to them), so a row's ``rules`` are all a user passes to ``nx.axis_rules`` to get its numbers. The step's
+arguments are its dynamic ones: close over static values (a config) with ``functools.partial``.
 
 >>> import jax, jax.numpy as jnp, namedarray as nx
 >>> mesh = jax.make_mesh((1,), ("data",), axis_types=(jax.sharding.AxisType.Auto,))
@@ -207,6 +212,8 @@ def hlo_collectives(text: str) -> list[tuple[str, int, list[list[int]] | None]]:
                 own[current].append((kind, _shape_bytes(shape), groups))
             else:
                 own[current].append((kind, _shape_bytes(shape), _groups(line)))
+        if re.search(r"\basync-(?:done|update)\(", line):
+            continue  # the wrapped computation runs once, and its async-start names it already
         trips = _TRIPS.search(line)
         for m in _CALLS.finditer(line):
             times = int(trips.group(1)) if trips and m.group(0).startswith("body") else 1
