@@ -14,7 +14,7 @@ import subprocess
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-SCRIPTS = ["eager.py", "jit_models.py", "gpt.py", "llama.py", "sharded.py", "sharded_llama.py"]
+SCRIPTS = ["eager.py", "jit_models.py", "gpt.py", "llama.py", "sharded.py", "sharded_llama.py", "plan.py"]
 
 
 def main() -> int:

@@ -65,6 +65,7 @@ from .parallel.collectives import (  # noqa: E402
     psum_scatter,
 )
 from .parallel.distribute import from_process_local, jit, shard, sharding  # noqa: E402
+from .parallel.plan import Plan, PlanRow, plan_sharding  # noqa: E402
 from .parallel.shard_map import shard_map  # noqa: E402
 from .parallel.visualize import visualize_sharding  # noqa: E402
 from .surface import methods as _methods  # noqa: E402, F401  (importing it installs the operators)
@@ -88,7 +89,7 @@ __all__ = sorted({*_MIRROR, "errors", "lax", "nn", "random", "typing", "env", "S
                   "pmax", "pmean", "pmin", "ppermute", "pshuffle", "psum", "psum_scatter",
                   "from_process_local", "jit", "shard", "sharding", "visualize_sharding", "shard_map",
                   "grad", "value_and_grad", "map", "scan", "along", "is_named", "tree_map",
-                  "tree_leaves"})
+                  "tree_leaves", "plan_sharding", "Plan", "PlanRow"})
 
 
 def __dir__():

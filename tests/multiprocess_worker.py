@@ -65,6 +65,10 @@ def main(pid: int, nproc: int, port: int, out_dir: str) -> None:
                 params, loss = step(params, x, lab)
                 losses.append(float(fetch(loss)))
         out["losses"] = losses
+        # nx.plan_sharding over global arguments: every process compiles the same candidates and agrees
+        plan = nx.plan_sharding(programs.sgd_step, params, x, lab,
+                                candidates=[{}, programs.RULES, {"batch": "data"}])
+        out["plan"] = [[json.dumps(r.rules, sort_keys=True), r.ok, r.argument_bytes] for r in plan.rows]
     multihost_utils.sync_global_devices("done")
     with open(os.path.join(out_dir, f"process_{pid}.json"), "w") as fh:
         json.dump(out, fh)

@@ -64,6 +64,15 @@ def test_transformer_loss_falls_with_heads_split_and_it_decodes():
         assert expected in ("", prompt[::-1])
 
 
+def test_plan_sharding_picks_a_strategy_no_worse_than_the_hand_picked_and_it_trains_alike():
+    out = run_example("plan_sharding.py", "--fast")
+    assert "as good or better: True" in out
+    assert re.search(r"^Plan: \d+ candidates on mesh \(data=4, model=2\); best ", out, re.M)
+    assert "heads->dataxmodel, qkv->dataxmodel, mlp->dataxmodel  indivisible" in out
+    assert re.search(r"^\{\} \(replicated\)\s+over memory_limit", out, re.M)
+    assert "every strategy gives the one-device losses: True" in out
+
+
 def _load_example(name: str):
     import importlib.util
 

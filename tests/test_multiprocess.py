@@ -59,7 +59,10 @@ def reference() -> dict:
             for _ in range(3):
                 params, loss = step(params, x, lab)
                 losses.append(float(loss))
-        return {"xmap_loss": float(f(w, images, labels)), "xmap_per_example": np.asarray(per_example),
+            plan = nx.plan_sharding(programs.sgd_step, params, x, lab,
+                                    candidates=[{}, programs.RULES, {"batch": "data"}])
+        return {"plan": [[json.dumps(r.rules, sort_keys=True), r.ok, r.argument_bytes] for r in plan.rows],
+                "xmap_loss": float(f(w, images, labels)), "xmap_per_example": np.asarray(per_example),
                 "reshard_sum": float(images.sum()), "losses": losses,
                 "param_layout": [list(params["w1"].names), str(params["w1"].sharding.spec)]}
 
@@ -78,3 +81,4 @@ def test_two_processes_give_the_single_process_results(tmp_path):
         np.testing.assert_allclose(got["reshard_sum"], ref["reshard_sum"], rtol=1e-5)
         assert got["param_layout"] == ref["param_layout"]
         np.testing.assert_allclose(got["losses"], ref["losses"], rtol=1e-5)
+        assert got["plan"] == ref["plan"], pid  # the same ranking and per-device bytes as one process

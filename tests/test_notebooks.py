@@ -92,6 +92,12 @@ def check_model_parallelism(nb) -> None:
     assert any("batch[14:16]" in h and "seq" in h for h in pictures)                        # data parallel
     held = {t: int(re.search(rf"^{t}\s+(\d+) bytes of parameters", out, re.M).group(1)) for t in titles}
     assert held["data parallel"] == held["replicated"] > held["data x model"] > held["model parallel"]
+    # nx.plan_sharding: the table shown, the choice no worse than the hand-picked, its losses the same
+    assert any('class="nx-plan"' in o["data"]["text/html"] for c in nb.cells if c.cell_type == "code"
+               for o in c.get("outputs", []) if "text/html" in o.get("data", {}))
+    assert "as good as the best hand-picked: True" in out
+    assert "losses under plan.best equal the hand-picked ones: True" in out
+    assert re.search(r"^replicated: over memory_limit: \d+ bytes per device", out, re.M)
 
 
 CHECKS = {"named_axes_tutorial.ipynb": check_named_axes_tutorial,

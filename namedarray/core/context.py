@@ -13,7 +13,9 @@ answers "what can change how this call behaves":
     ``.shard()`` asking for that layout adds nothing; :mod:`namedarray.core.placement`);
   - ``"stated layouts"``: while ``nx.jit`` traces, the values a ``.shard()`` of the body laid out, so that
     an output keeps the layout the body stated (:mod:`namedarray.parallel.distribute`);
-  - ``"output layouts"``: while ``Jitted.eval_shape`` traces, the layout of each output, by key path.
+  - ``"output layouts"``: while ``Jitted.eval_shape`` traces, the layout of each output, by key path;
+  - ``"laid out values"``: while ``nx.plan_sharding`` traces a step, every value laid out by name (a list),
+    from which it learns which names occur together.
 
   A record lives as long as its ``with recording(...)`` block; outside one, :func:`record` is None.
 
@@ -39,13 +41,13 @@ __all__ = ["axis_env", "recording", "record"]
 # The axis environment (namedarray.core.env.AxisEnv). No default here: env.current() supplies its EMPTY.
 axis_env: contextvars.ContextVar[Any] = contextvars.ContextVar("namedarray_axis_env")
 
-_NONE: Mapping[str, dict] = types.MappingProxyType({})
-_RECORDS: contextvars.ContextVar[Mapping[str, dict]] = contextvars.ContextVar("namedarray_trace_records",
+_NONE: Mapping[str, Any] = types.MappingProxyType({})
+_RECORDS: contextvars.ContextVar[Mapping[str, Any]] = contextvars.ContextVar("namedarray_trace_records",
                                                                               default=_NONE)
 
 
 @contextlib.contextmanager
-def recording(kind: str, table: dict | None = None) -> Iterator[dict]:
+def recording(kind: str, table: Any = None) -> Iterator[Any]:
     """Within the block, :func:`record` of ``kind`` is ``table`` (a new dict by default), which it yields."""
     table = {} if table is None else table
     token = _RECORDS.set({**_RECORDS.get(), kind: table})
@@ -55,6 +57,6 @@ def recording(kind: str, table: dict | None = None) -> Iterator[dict]:
         _RECORDS.reset(token)
 
 
-def record(kind: str) -> dict | None:
+def record(kind: str) -> Any:
     """The table of the innermost ``recording(kind)`` block in force, else None."""
     return _RECORDS.get().get(kind)

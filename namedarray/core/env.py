@@ -35,7 +35,8 @@ import jax
 from ..errors import AxisNameShadowingError, LoopAxisError, SplitAxisError, UnboundAxisError, fmt_names
 from . import context, placement
 
-__all__ = ["AxisEnv", "current", "bind", "bind_blocks", "loop_scope", "axis_rules", "synced", "EMPTY"]
+__all__ = ["AxisEnv", "current", "bind", "bind_blocks", "loop_scope", "axis_rules", "exact_rules", "synced",
+           "EMPTY"]
 
 
 def _frozen(d: Mapping | None) -> tuple:
@@ -254,6 +255,20 @@ class _Rules(contextlib.ContextDecorator):
 
     def __repr__(self) -> str:
         return f"nx.axis_rules({self._rules!r})"
+
+
+def exact_rules(rules: Mapping[str, Any]) -> contextlib.AbstractContextManager[AxisEnv]:
+    """Within the block, exactly ``rules`` are in force: unlike :func:`axis_rules`, the rules of enclosing
+    blocks are not kept (what ``nx.plan_sharding`` compiles each candidate under).
+
+    >>> import namedarray as nx
+    >>> with nx.axis_rules({"batch": "data"}), exact_rules({"embed": "model"}):
+    ...     nx.axis_rules()
+    {'embed': 'model'}
+    """
+    placement.normalize(rules, "nx.axis_rules")
+    frozen = {n: tuple(v) if isinstance(v, list) else v for n, v in rules.items()}
+    return _install(dataclasses.replace(current(), rules=frozen))
 
 
 def axis_rules(rules: Mapping[str, Any] | None = None) -> Any:

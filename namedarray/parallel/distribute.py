@@ -29,6 +29,7 @@ P('data',)
 
 from __future__ import annotations
 
+import contextlib
 import functools
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
@@ -45,7 +46,7 @@ from ..core.layout import named_sizes
 from ..core.orders import canonical, sync_with_job
 from ..errors import DivisibilityError, MissingResourceError
 
-__all__ = ["shard", "sharding", "jit", "Jitted", "from_process_local", "active_mapping"]
+__all__ = ["shard", "sharding", "jit", "Jitted", "from_process_local", "active_mapping", "recording_layouts"]
 
 T = TypeVar("T")
 _Tracer = jax.core.Tracer
@@ -94,6 +95,9 @@ def _spec(x: NamedArray, names: tuple[str, ...], ndim: int, mapping, mesh, where
 
 
 def _shard_one(x: NamedArray, mapping: Mapping[str, tuple[str, ...]], mesh: Any, where: str) -> NamedArray:
+    seen = context.record("laid out values")
+    if seen is not None:
+        seen.append(x)
     if mesh is None:
         if any(mapping.get(n) for n in x.names):
             raise _no_mesh(where, x.names, mapping)
@@ -126,6 +130,21 @@ def _shard_one(x: NamedArray, mapping: Mapping[str, tuple[str, ...]], mesh: Any,
 # stated (see Jitted._traced); while Jitted.eval_shape traces, context.record("output layouts") holds the
 # PartitionSpec of each output NamedArray, by key path. Per context (namedarray.core.context), so threads
 # tracing at once keep apart.
+# While nx.plan_sharding traces a step to learn which names occur together, context.record("laid out values")
+# is a list of every value laid out by name.
+
+
+def recording_layouts() -> contextlib.AbstractContextManager[list]:
+    """Within the block, a list that collects every NamedArray laid out by name (``.shard()``, ``nx.shard``,
+    ``nx.jit``'s arguments and results): what :func:`namedarray.plan_sharding` reads of a step's values.
+
+    >>> import jax.numpy as jnp, namedarray as nx
+    >>> with recording_layouts() as seen:
+    ...     _ = nx.wrap(jnp.ones((2, 3)), ["a", "b"]).shard()
+    >>> [dict(v.named_shape) for v in seen]
+    [{'a': 2, 'b': 3}]
+    """
+    return context.recording("laid out values", [])
 
 
 def shard(tree: T, resources: Mapping[str, Any] | None = None, *, mesh: Any = None) -> T:

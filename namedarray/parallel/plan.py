@@ -1,0 +1,847 @@
+"""``nx.plan_sharding``: compile a step under each parallel strategy and say which fits.
+
+With named axes a parallel strategy is one small mapping, ``{"batch": "data", "heads": "model"}``, so the
+strategies can be listed, compiled and compared for the user. :func:`plan_sharding` takes a step (a
+function of NamedArray pytrees: a training step, a forward pass), its arguments (concrete, or abstract from
+``jax.eval_shape``), and a mesh; for each candidate mapping it compiles the step ahead of time exactly as
+``nx.jit(step)`` under ``nx.axis_rules(candidate)`` would (arguments laid out by their names on entry,
+results by the rules), reads what XLA reports, and returns a :class:`Plan`: one :class:`PlanRow` per
+candidate, best first. Nothing runs unless ``measure=True``.
+
+What a row records, per device:
+
+* ``argument_bytes``, ``output_bytes``, ``temp_bytes``: ``compiled.memory_analysis()``; the row's
+  ``memory_bytes`` is their sum less the bytes outputs share with donated arguments (``alias``), the
+  figure ``memory_limit`` is compared with;
+* ``collective_bytes``: kind -> bytes, read from the optimised HLO (``compiled.as_text()``) by
+  :func:`hlo_collectives`. The size counted is the collective's *result* shape (all of its buffers for a
+  tuple-shaped one), once per execution: an asynchronous pair (``all-gather-start`` / ``-done``) counts once,
+  at its ``-done``, and a collective inside a loop body counts once per iteration where XLA knows the trip
+  count (``known_trip_count``, which ``scan`` and ``fori_loop`` give), else once;
+* ``flops``: ``compiled.cost_analysis()["flops"]`` where the backend gives it (None otherwise);
+* ``compile_s``: the seconds lowering and compiling took; ``time_s``: with ``measure=True``, the median
+  of a few calls after one warm-up call.
+
+**Enumeration** (``candidates=None``). The names are those of the arguments' NamedArrays; the mesh axis
+groups are every non-empty set of mesh axes of size above 1, written in the mesh's order (major to minor; a
+permuted tuple splits a value into the same blocks, only on other devices). A candidate maps each name to
+nothing or to one group, such that sizes are divisible (each name's size by its group's device count) and
+no two names that *occur together* share a mesh axis. Names occur together when one value carries both:
+an argument, or a value the step lays out (``.shard()``, ``nx.shard``, its results), seen in one abstract
+trace of the step. The names are visited in sorted order, the groups in mesh order.
+
+**Pruning bound**: at most ``max_candidates`` (default :data:`MAX_CANDIDATES`, 12) candidates are
+compiled, in three tiers: the replicated mapping ``{}`` (the baseline every strategy is measured
+against); then the one-dimensional strategies, each name alone split over the whole mesh (data parallelism
+is one of them); then the other legal mappings holding the fewest bytes per device by a static estimate
+(the arguments and every laid-out value of the trace, each divided by the device count its mapped names
+split it over). Within a tier: the estimate, then fewer mapped names, then the sorted text of the mapping.
+The search stops after :data:`MAX_VISITED` legal mappings. The estimate only chooses what is compiled; the
+ranking below uses what XLA reports.
+
+**Ranking**: a row is rejected (``ok=False``, ``reason`` says why, starting with one of ``indivisible``,
+``conflicting``, ``failed to compile``, ``over memory_limit``) when its layout is illegal for the
+arguments, when tracing or compiling fails, or when ``memory_bytes`` exceeds ``memory_limit``. The
+accepted rows are ordered by measured ``time_s`` when ``measure=True``, else by ``cost`` from the
+:class:`CostModel`: ``flops / flops_per_s + sum(weight[kind] * bytes[kind]) / bytes_per_s`` with
+``flops_per_s = 1e14`` (an accelerator's sustained rate), ``bytes_per_s = 1e11`` (a device's collective
+bandwidth), and weight 2 for an all-reduce (a ring all-reduce moves its buffer twice: a reduce-scatter and
+an all-gather), 1 for the other kinds. Pass ``cost_model=CostModel(...)`` to change them. Ties go to fewer
+bytes per device, then fewer mapped names, then the sorted text of the rules; rejected rows follow in the
+order they were given. The order is a function of the candidates and what XLA reports, so every process
+of a multi-process job computes the same plan; with ``jax.process_count() > 1`` the processes also check
+through the coordination service that they agree (measured times differ between processes, so the first
+process's order is the job's). :meth:`Plan.rerank` ranks the same rows again under another memory limit
+or cost model without compiling anything.
+
+Each candidate is compiled under exactly its rules (``nx.axis_rules`` blocks around the call do not add
+to them), so a row's ``rules`` are all a user passes to ``nx.axis_rules`` to get its numbers. The step's
+arguments are its dynamic ones: close over static values (a config) with ``functools.partial``.
+
+>>> import jax, jax.numpy as jnp, namedarray as nx
+>>> mesh = jax.make_mesh((1,), ("data",), axis_types=(jax.sharding.AxisType.Auto,))
+>>> x = nx.wrap(jnp.ones((8, 4)), ["batch", "embed"])
+>>> plan = nx.plan_sharding(lambda x: (x * 2).sum("embed"), x, mesh=mesh, candidates=[{}, {"batch": "data"}])
+>>> [row.ok for row in plan.rows], plan.best
+([True, True], {})
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import dataclasses
+import hashlib
+import heapq
+import html
+import itertools
+import json
+import math
+import re
+import statistics
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any
+
+import jax
+import numpy as np
+from jax.tree_util import keystr
+
+from ..core import env as _env
+from ..core import placement
+from ..core.array import is_named
+from ..core.layout import named_sizes
+from ..errors import (
+    AxisSpecError,
+    DivisibilityError,
+    MissingResourceError,
+    NamedAxisError,
+    ResourceConflictError,
+)
+from . import distribute
+
+__all__ = ["plan_sharding", "Plan", "PlanRow", "CostModel", "candidate_rules", "hlo_collectives",
+           "KINDS", "MAX_CANDIDATES", "MAX_VISITED"]
+
+KINDS = ("all-reduce", "all-gather", "reduce-scatter", "all-to-all", "collective-permute")
+MAX_CANDIDATES = 12
+MAX_VISITED = 100_000
+_WHERE = "nx.plan_sharding"
+
+
+# --------------------------------------------------------------------------------------------------------
+# Reading collectives from the optimised HLO
+
+_DTYPE_BYTES = {"pred": 1, "s4": 1, "u4": 1, "s8": 1, "u8": 1, "f8e4m3fn": 1, "f8e5m2": 1, "s16": 2,
+                "u16": 2, "f16": 2, "bf16": 2, "s32": 4, "u32": 4, "f32": 4, "s64": 8, "u64": 8, "f64": 8,
+                "c64": 8, "c128": 16}
+_SHAPE = re.compile(r"\b([a-z]+[0-9]*(?:e[0-9]m[0-9][a-z]*)?)\[([0-9,]*)\]")
+_HEADER = re.compile(r"^(?:ENTRY\s+)?%?([\w.\-]+)\s*\(.*\)\s*->.*\{\s*$")
+_OP = re.compile(r"^\s*(?:ROOT\s+)?%?[\w.\-]+\s*=\s*(.*?)\s+(" + "|".join(map(re.escape, KINDS))
+                 + r")(-start|-done)?\(")
+_CALLS = re.compile(r"\b(?:body|condition|to_apply|calls|branch_computations|true_computation|"
+                    r"false_computation)=\{?(%[\w.\-]+(?:,\s*%[\w.\-]+)*)\}?")
+_TRIPS = re.compile(r'"known_trip_count":\{"n":"(\d+)"\}')
+
+
+def _shape_bytes(text: str) -> int:
+    """Bytes of an HLO shape (a tuple's elements summed); layouts (``{1,0}``) are ignored."""
+    total = 0
+    for dtype, dims in _SHAPE.findall(text):
+        if dtype not in _DTYPE_BYTES:
+            continue
+        total += _DTYPE_BYTES[dtype] * math.prod(int(d) for d in dims.split(",") if d)
+    return total
+
+
+def _groups(line: str) -> list[list[int]] | None:
+    """The device groups of a collective (partition ids), from any of XLA's replica group spellings, or
+    None when the line has none this reader understands."""
+    m = re.search(r"source_target_pairs=\{((?:\{\d+,\d+\},?)*)\}", line)
+    if m:
+        return [[int(a), int(b)] for a, b in re.findall(r"\{(\d+),(\d+)\}", m.group(1))]
+    m = re.search(r"replica_groups=\{((?:\{[\d,]*\},?)*)\}", line)
+    if m:
+        return [[int(v) for v in g.split(",") if v] for g in re.findall(r"\{([\d,]*)\}", m.group(1))]
+    m = re.search(r"replica_groups=\[([\d,]+)\]<=\[([\d,]+)\](?:T\(([\d,]+)\))?", line)
+    if m:
+        shape = [int(v) for v in m.group(1).split(",")]
+        dims = [int(v) for v in m.group(2).split(",")]
+        ids = np.arange(math.prod(dims)).reshape(dims)
+        if m.group(3):
+            ids = ids.transpose([int(v) for v in m.group(3).split(",")])
+        return ids.reshape(shape).tolist()
+    m = re.search(r"replica_groups=mesh\[([^\]]*)\]\s*\{([^}]*)\}", line)
+    if m:
+        axes = re.findall(r"'([^']+)'=(\d+)", m.group(1))
+        over = re.findall(r"'([^']+)'", m.group(2))
+        if not axes or any(":" in o or o not in dict(axes) for o in over) or "(" in m.group(2):
+            return None
+        names, dims = [a for a, _ in axes], [int(s) for _, s in axes]
+        ids = np.arange(math.prod(dims)).reshape(dims)
+        inner = [names.index(o) for o in over]
+        outer = [i for i in range(len(names)) if i not in inner]
+        ids = ids.transpose(outer + inner)
+        return ids.reshape(-1, math.prod(dims[i] for i in inner)).tolist()
+    return None
+
+
+def hlo_collectives(text: str) -> list[tuple[str, int, list[list[int]] | None]]:
+    """Every collective one execution of an optimised HLO module runs: ``(kind, result bytes, device groups)``.
+
+    ``kind`` is one of :data:`KINDS`; an asynchronous pair counts once, at its ``-done`` (whose shape is the
+    result); a collective in a ``while`` body counts ``known_trip_count`` times (once where XLA does not
+    know the count); the groups are partition ids (None where the line does not say them in a known form).
+
+    >>> hlo = '''
+    ... %body (p: (s32[], f32[8])) -> (s32[], f32[8]) {
+    ...   %ar = f32[8]{0} all-reduce(%x), channel_id=1, replica_groups={{0,1},{2,3}}, to_apply=%add
+    ... }
+    ... ENTRY %main (a: f32[4,8]) -> f32[16,8] {
+    ...   %ags = (f32[4,8]{1,0}, f32[16,8]{1,0}) all-gather-start(%a), replica_groups=[1,4]<=[4], dimensions={0}
+    ...   %agd = f32[16,8]{1,0} all-gather-done(%ags)
+    ...   %w = (s32[], f32[8]) while(%t), condition=%cond, body=%body, backend_config={"known_trip_count":{"n":"3"}}
+    ... }
+    ... '''
+    >>> [(kind, size, groups) for kind, size, groups in hlo_collectives(hlo)]
+    [('all-gather', 512, [[0, 1, 2, 3]]), ('all-reduce', 32, [[0, 1], [2, 3]]), ('all-reduce', 32, [[0, 1], [2, 3]]), ('all-reduce', 32, [[0, 1], [2, 3]])]
+    """  # noqa: E501
+    own: dict[str, list] = {}
+    calls: dict[str, list[tuple[str, int]]] = {}
+    starts: dict[str, list[list[int]] | None] = {}
+    entry, current = None, None
+    for line in text.splitlines():
+        head = _HEADER.match(line)
+        if head:
+            current = head.group(1)
+            own.setdefault(current, [])
+            calls.setdefault(current, [])
+            if line.startswith("ENTRY"):
+                entry = current
+            continue
+        if current is None:
+            continue
+        op = _OP.match(line)
+        if op:
+            shape, kind, phase = op.groups()
+            if phase == "-start":
+                name = line.split("=", 1)[0].strip().removeprefix("ROOT").strip().lstrip("%")
+                starts[name] = _groups(line)
+            elif phase == "-done":
+                operand = re.search(r"-done\(\s*%?([\w.\-]+)", line)
+                groups = starts.get(operand.group(1)) if operand else None
+                own[current].append((kind, _shape_bytes(shape), groups))
+            else:
+                own[current].append((kind, _shape_bytes(shape), _groups(line)))
+        if re.search(r"\basync-(?:done|update)\(", line):
+            continue  # the wrapped computation runs once, and its async-start names it already
+        trips = _TRIPS.search(line)
+        for m in _CALLS.finditer(line):
+            times = int(trips.group(1)) if trips and m.group(0).startswith("body") else 1
+            for callee in m.group(1).split(","):
+                calls[current].append((callee.strip().lstrip("%"), times))
+    if entry is None:  # a fragment: every computation once
+        return [c for name in own for c in own[name]]
+    out: list = []
+
+    def walk(name: str, times: int, depth: int) -> None:
+        if depth > 64:
+            return
+        out.extend(c for c in own.get(name, ()) for _ in range(times))
+        for callee, n in calls.get(name, ()):
+            walk(callee, times * n, depth + 1)
+
+    walk(entry, 1, 0)
+    return out
+
+
+def _crossed(groups: list[list[int]] | None, mesh_shape: tuple[int, ...], axis_names: tuple[str, ...]
+             ) -> tuple[str, ...] | None:
+    """The mesh axes along which the devices of one group differ (None: groups unknown)."""
+    if groups is None:
+        return None
+    n = math.prod(mesh_shape)
+    crossed = set()
+    for g in groups:
+        if any(d >= n for d in g):
+            return None
+        coords = [np.unravel_index(d, mesh_shape) for d in g]
+        for i, a in enumerate(axis_names):
+            if len({c[i] for c in coords}) > 1:
+                crossed.add(a)
+    return tuple(a for a in axis_names if a in crossed)
+
+
+# --------------------------------------------------------------------------------------------------------
+# Rows, the cost model, the plan
+
+
+@dataclasses.dataclass(frozen=True)
+class CostModel:
+    """The cost of an accepted row, in model seconds (lower is better): per-device compute plus collective
+    traffic, ``flops / flops_per_s + sum(weights[kind] * collective_bytes[kind]) / bytes_per_s``. A row
+    without FLOPs counts no compute.
+
+    >>> CostModel()(flops=1e14, collective_bytes={"all-reduce": 10**11, "all-gather": 10**11})
+    4.0
+    """
+
+    flops_per_s: float = 1e14
+    bytes_per_s: float = 1e11
+    weights: Mapping[str, float] = dataclasses.field(default_factory=lambda: {
+        "all-reduce": 2.0, "all-gather": 1.0, "reduce-scatter": 1.0, "all-to-all": 1.0,
+        "collective-permute": 1.0})
+
+    def __call__(self, *, flops: float | None, collective_bytes: Mapping[str, int]) -> float:
+        moved = sum(self.weights.get(k, 1.0) * b for k, b in collective_bytes.items())
+        return (flops or 0.0) / self.flops_per_s + moved / self.bytes_per_s
+
+
+@dataclasses.dataclass(frozen=True)
+class PlanRow:
+    """One candidate of a :class:`Plan`: its rules and what compiling the step under them gave.
+
+    Bytes are per device; ``collective_bytes`` maps each kind of :data:`KINDS` to the bytes of its
+    results per execution of the step; ``cost`` is the :class:`CostModel`'s (``inf`` for a step that did
+    not compile); ``time_s`` is the measured median, None unless ``measure=True``.
+
+    >>> row = PlanRow(rules={}, ok=True, reason=None, argument_bytes=64, output_bytes=32, temp_bytes=0,
+    ...               collective_bytes={}, flops=16.0, cost=1.6e-13, compile_s=0.1, time_s=None)
+    >>> row.memory_bytes
+    96
+    """
+
+    rules: dict[str, Any]
+    ok: bool
+    reason: str | None
+    argument_bytes: int
+    output_bytes: int
+    temp_bytes: int
+    collective_bytes: dict[str, int]
+    flops: float | None
+    cost: float
+    compile_s: float
+    time_s: float | None
+    alias_bytes: int = 0
+    # (kind, the mesh axes its device groups cross (None: unknown), bytes): what explain() reports
+    collectives: tuple[tuple[str, tuple[str, ...] | None, int], ...] = dataclasses.field(default=(),
+                                                                                           repr=False)
+
+    @property
+    def memory_bytes(self) -> int:
+        """Arguments, outputs and temporaries per device, less what outputs share with donated arguments."""
+        return self.argument_bytes + self.output_bytes + self.temp_bytes - self.alias_bytes
+
+
+def _fmt_rules(rules: Mapping[str, Any]) -> str:
+    if not rules:
+        return "{} (replicated)"
+    return ", ".join(f"{n}->{'x'.join(v) if isinstance(v, tuple) else v}" for n, v in rules.items())
+
+
+def _mib(n: int) -> str:
+    return f"{n / 2**20:.3f}"
+
+
+def _fmt_coll(c: Mapping[str, int]) -> str:
+    short = {"all-reduce": "AR", "all-gather": "AG", "reduce-scatter": "RS", "all-to-all": "A2A",
+             "collective-permute": "CP"}
+    parts = [f"{short[k]} {_human(v)}" for k, v in c.items() if v]
+    return ", ".join(parts) or "none"
+
+
+def _human(n: float) -> str:
+    for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if n >= size:
+            return f"{n / size:.1f} {unit}"
+    return f"{int(n)} B"
+
+
+class Plan:
+    """What :func:`plan_sharding` found: ``rows`` best first, ``best`` the rules to use.
+
+    ``plan.rows`` are :class:`PlanRow`\\ s; ``plan.best`` is the rules of the first accepted row (None when
+    every candidate was rejected), ready for ``nx.axis_rules``; ``plan.row(rules)`` finds a row;
+    ``plan.explain(rules)`` names the collectives a strategy adds and the names that cause them. The text
+    repr is a table, and notebooks show an HTML table.
+
+    >>> import jax, jax.numpy as jnp, namedarray as nx
+    >>> mesh = jax.make_mesh((1,), ("data",), axis_types=(jax.sharding.AxisType.Auto,))
+    >>> plan = nx.plan_sharding(lambda x: x + 1, nx.wrap(jnp.ones(4), ["batch"]), mesh=mesh,
+    ...                         candidates=[{"batch": "data"}])
+    >>> len(plan), plan.rows[0].collective_bytes["all-reduce"]
+    (1, 0)
+    """
+
+    def __init__(self, rows: Sequence[PlanRow], mesh: Any, cost_model: CostModel, measured: bool,
+                 memory_limit: int | None):
+        self.rows: tuple[PlanRow, ...] = tuple(rows)
+        self.mesh = mesh
+        self.cost_model = cost_model
+        self.measured = measured
+        self.memory_limit = memory_limit
+
+    @property
+    def best(self) -> dict[str, Any] | None:
+        """The rules of the first accepted row (None when every candidate was rejected)."""
+        for row in self.rows:
+            if row.ok:
+                return dict(row.rules)
+        return None
+
+    def rerank(self, *, memory_limit: int | None = None, cost_model: CostModel | None = None) -> Plan:
+        """The same rows ranked again under another ``memory_limit`` and/or ``cost_model``, without
+        compiling anything: rows rejected for memory before are reconsidered, the others keep their reason.
+
+        >>> import jax, jax.numpy as jnp, namedarray as nx
+        >>> mesh = jax.make_mesh((1,), ("data",), axis_types=(jax.sharding.AxisType.Auto,))
+        >>> plan = nx.plan_sharding(lambda x: x * 2, nx.wrap(jnp.ones(4), ["batch"]), mesh=mesh,
+        ...                         candidates=[{}])
+        >>> plan.rerank(memory_limit=1).rows[0].reason.split(":")[0]
+        'over memory_limit'
+        """
+        cost_model = self.cost_model if cost_model is None else cost_model
+        rows = []
+        for r in self.rows:
+            if r.reason is not None and not r.reason.startswith("over memory_limit"):
+                rows.append(r)
+                continue
+            r = dataclasses.replace(r, ok=True, reason=None,
+                                    cost=cost_model(flops=r.flops, collective_bytes=r.collective_bytes))
+            rows.append(_limited(r, memory_limit))
+        return Plan(_order(rows, self.measured), self.mesh, cost_model, self.measured, memory_limit)
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def __iter__(self) -> Iterator[PlanRow]:
+        return iter(self.rows)
+
+    def row(self, rules: Mapping[str, Any]) -> PlanRow:
+        """The row of ``rules`` (compared as mappings to mesh axes: ``"x"`` equals ``("x",)``, ``None``
+        equals leaving the name out)."""
+        key = _key(rules)
+        for row in self.rows:
+            if _key(row.rules) == key:
+                return row
+        raise AxisSpecError(f"Plan.row: no candidate has the rules {dict(rules)!r}; the candidates are "
+                            + "; ".join(repr(r.rules) for r in self.rows))
+
+    def explain(self, rules: Mapping[str, Any] | None = None) -> str:
+        """The collectives a strategy adds, by kind, with their bytes, the mesh axes their device groups
+        cross and the names the rules put on those mesh axes (default: the best rules).
+
+        A collective crossing a mesh axis is there because some value is split over it: the names listed
+        are the ones these rules map to that mesh axis.
+        """
+        if rules is None:
+            rules = self.best if self.best is not None else {}
+        row = self.row(rules)
+        mapping = placement.normalize(row.rules, "Plan.explain")
+        lines = [f"rules {_fmt_rules(row.rules)}: "
+                 + ("accepted" if row.ok else f"rejected ({row.reason})")]
+        if not row.collectives:
+            if row.reason and row.reason.startswith(("failed", "indivisible", "conflicting")):
+                return lines[0]
+            lines.append("  no collectives: every device computes its part without communicating")
+            return "\n".join(lines)
+        merged: dict[tuple[str, tuple[str, ...] | None], list[int]] = {}
+        for kind, axes, nbytes in row.collectives:
+            m = merged.setdefault((kind, axes), [0, 0])
+            m[0] += nbytes
+            m[1] += 1
+        for (kind, axes), (nbytes, count) in sorted(merged.items(), key=lambda kv: (KINDS.index(kv[0][0]),
+                                                                                     -kv[1][0])):
+            if axes is None:
+                where = "over device groups this reader could not map to mesh axes"
+            elif not axes:
+                where = "within single devices"
+            else:
+                names = sorted(n for n, m in mapping.items() if set(m) & set(axes))
+                caused = f"names on them: {', '.join(names)}" if names else "no name of the rules maps there"
+                where = f"across mesh axes {', '.join(axes)} ({caused})"
+            lines.append(f"  {kind}: {_human(nbytes)} in {count} op{'s' if count > 1 else ''}, {where}")
+        return "\n".join(lines)
+
+    def _table(self) -> tuple[list[str], list[list[str]]]:
+        head = ["rules", "ok", "arg MiB", "out MiB", "temp MiB", "collectives", "GFLOP", "cost",
+                "compile s"] + (["time ms"] if self.measured else [])
+        body = []
+        for r in self.rows:
+            body.append([_fmt_rules(r.rules), "ok" if r.ok else (r.reason or "").split(":")[0],
+                         _mib(r.argument_bytes), _mib(r.output_bytes), _mib(r.temp_bytes),
+                         _fmt_coll(r.collective_bytes), "-" if r.flops is None else f"{r.flops / 1e9:.4f}",
+                         f"{r.cost:.3g}", f"{r.compile_s:.2f}"]
+                        + ([("-" if r.time_s is None else f"{r.time_s * 1e3:.3f}")] if self.measured else []))
+        return head, body
+
+    def __repr__(self) -> str:
+        head, body = self._table()
+        widths = [max(len(h), *(len(b[i]) for b in body)) if body else len(h) for i, h in enumerate(head)]
+        fmt = "  ".join(f"{{:<{w}}}" if i < 2 or i == 5 else f"{{:>{w}}}" for i, w in enumerate(widths))
+        shape = ", ".join(f"{a}={s}" for a, s in placement.mesh_sizes(self.mesh).items())
+        lines = [f"Plan: {len(self.rows)} candidates on mesh ({shape}); best {self.best}",
+                 fmt.format(*head)] + [fmt.format(*b) for b in body]
+        rejected = [r for r in self.rows if not r.ok]
+        lines += [f"  rejected {_fmt_rules(r.rules)}: {r.reason}" for r in rejected]
+        return "\n".join(lines)
+
+    def _repr_html_(self) -> str:
+        head, body = self._table()
+        shape = ", ".join(f"{a}={s}" for a, s in placement.mesh_sizes(self.mesh).items())
+        cells = "".join(f"<th>{html.escape(h)}</th>" for h in head)
+        rows = []
+        for r, b in zip(self.rows, body):
+            title = f' title="{html.escape(r.reason)}"' if r.reason else ""
+            style = "" if r.ok else ' style="opacity:0.6"'
+            rows.append(f"<tr{style}{title}>" + "".join(f"<td>{html.escape(c)}</td>" for c in b) + "</tr>")
+        return (f'<div class="nx-plan"><p>Plan: {len(self.rows)} candidates on mesh ({html.escape(shape)}); '
+                f"best <code>{html.escape(repr(self.best))}</code></p><table><thead><tr>{cells}</tr></thead>"
+                f"<tbody>{''.join(rows)}</tbody></table></div>")
+
+
+def _key(rules: Mapping[str, Any]) -> tuple:
+    return tuple(sorted((n, v) for n, v in placement.normalize(rules, "Plan").items() if v))
+
+
+# --------------------------------------------------------------------------------------------------------
+# Enumeration
+
+
+def _named_leaves(tree: Any) -> list[tuple[str, Any]]:
+    out = []
+    for path, v in jax.tree_util.tree_flatten_with_path(tree, is_leaf=is_named)[0]:
+        if is_named(v):
+            out.append((keystr(path), v))
+    return out
+
+
+def _nbytes(v: Any) -> int:
+    d = v.data
+    return int(math.prod(d.shape)) * np.dtype(d.dtype).itemsize
+
+
+def candidate_rules(step: Callable, *args: Any, mesh: Any = None, max_candidates: int = MAX_CANDIDATES,
+                    **kwargs: Any) -> list[dict[str, Any]]:
+    """The candidates :func:`plan_sharding` compiles when given none (see the module's enumeration rule and
+    pruning bound): the replicated mapping first, then the mappings with the fewest estimated bytes per
+    device.
+
+    >>> import jax, jax.numpy as jnp, namedarray as nx
+    >>> mesh = jax.make_mesh((1,), ("data",))   # a mesh axis of size 1 splits nothing
+    >>> candidate_rules(lambda x: x * 2, nx.wrap(jnp.ones((4, 3)), ["batch", "embed"]), mesh=mesh)
+    [{}]
+    """
+    m = _resolve_mesh(mesh)
+    msizes = placement.mesh_sizes(m)
+    axes = [a for a in m.axis_names if msizes[a] > 1]
+    leaves = _named_leaves((args, kwargs))
+    names = sorted({n for _, v in leaves for n in v.names})
+    # A rule no value uses makes the environment, which JAX's trace caches are keyed on, new: bodies that
+    # JAX traced before (a scan's, a grad's) are traced again, so their layouts are seen.
+    marker = {f"nx.plan_sharding trace {next(_TRACES)}": None}
+    with jax.set_mesh(m), _env.exact_rules(marker), distribute.recording_layouts() as seen:
+        try:
+            jax.eval_shape(distribute.jit(step), *args, **kwargs)
+        except Exception as e:  # noqa: BLE001 - the candidates are still those of the arguments
+            if isinstance(e, NamedAxisError):
+                raise
+    values = [(frozenset(named_sizes(v)), _nbytes(v)) for _, v in leaves]
+    values += [(frozenset(named_sizes(v)), _nbytes(v)) for v in seen]
+    sizes: dict[str, set[int]] = {}
+    for v in [v for _, v in leaves] + seen:
+        for n, size in named_sizes(v).items():
+            sizes.setdefault(n, set()).add(size)
+    together: set[frozenset] = set()
+    for carried, _ in values:
+        together.update(frozenset(p) for p in itertools.combinations(sorted(carried), 2))
+    groups = [g for k in range(1, len(axes) + 1) for g in itertools.combinations(axes, k)]
+    options = {n: [g for g in groups if all(s % math.prod(msizes[a] for a in g) == 0 for s in sizes[n])]
+               for n in names}
+    # merge values by name set: the estimate is a sum over distinct name sets
+    weight: dict[frozenset, int] = {}
+    for s, b in values:
+        weight[s] = weight.get(s, 0) + b
+
+    def estimate(assign: dict[str, tuple[str, ...]]) -> float:
+        total = 0.0
+        for s, b in weight.items():
+            split = 1
+            for n in s:
+                g = assign.get(n)
+                if g:
+                    split *= math.prod(msizes[a] for a in g)
+            total += b / split
+        return total
+
+    def legal() -> Iterator[dict[str, tuple[str, ...]]]:
+        visited = 0
+        on_axis: dict[str, list[str]] = {a: [] for a in axes}
+        assign: dict[str, tuple[str, ...]] = {}
+
+        def go(i: int) -> Iterator[dict[str, tuple[str, ...]]]:
+            nonlocal visited
+            if visited >= MAX_VISITED:
+                return
+            if i == len(names):
+                visited += 1
+                yield dict(assign)
+                return
+            n = names[i]
+            yield from go(i + 1)
+            for g in options[n]:
+                if any(frozenset((n, o)) in together for a in g for o in on_axis[a]):
+                    continue
+                assign[n] = g
+                for a in g:
+                    on_axis[a].append(n)
+                yield from go(i + 1)
+                for a in g:
+                    on_axis[a].pop()
+                del assign[n]
+
+        yield from go(0)
+
+    def text(assign) -> str:
+        return json.dumps(sorted(assign.items()))
+
+    def score(a):
+        return estimate(a), len(a), text(a)
+
+    whole = tuple(axes)
+    singles = sorted(({n: whole} for n in names if whole and whole in options[n]), key=score)
+    room = max(0, max_candidates - 1)
+    singles = singles[:room]
+    rest = ((*score(a), a) for a in legal() if len(a) > 1 or (a and next(iter(a.values())) != whole))
+    top = [a for *_, a in heapq.nsmallest(room - len(singles), rest, key=lambda t: t[:3])]
+    return [{}] + [{n: (g[0] if len(g) == 1 else g) for n, g in sorted(a.items())} for a in singles + top]
+
+
+# --------------------------------------------------------------------------------------------------------
+# Planning
+
+
+def _resolve_mesh(mesh: Any) -> Any:
+    m = mesh if mesh is not None else placement.current_mesh()
+    if m is None or m.empty:
+        raise MissingResourceError(
+            f"{_WHERE}: no mesh: pass mesh=, or enter one with `with jax.set_mesh(mesh):` (the candidates "
+            "are compiled on it)")
+    if isinstance(m, jax.sharding.AbstractMesh):
+        raise MissingResourceError(f"{_WHERE}: only an abstract mesh is in context (inside jit, or "
+                                   "jax.sharding.use_abstract_mesh); plan outside jit with a concrete mesh")
+    return m
+
+
+def _check_rules(i: int, rules: Any, m: Any) -> dict[str, tuple[str, ...]]:
+    where = f"{_WHERE}: candidate {i} {rules!r}"
+    mapping = placement.normalize(rules, where)
+    msizes = placement.mesh_sizes(m)
+    for name, axes in mapping.items():
+        for a in axes:
+            if a not in msizes:
+                raise MissingResourceError(
+                    f"{where} maps axis {name!r} to mesh axis {a!r}, but the mesh has axes "
+                    + "{" + ", ".join(f"{k!r}: {s}" for k, s in msizes.items()) + "}")
+    return mapping
+
+
+def _reject_reason(e: BaseException) -> str:
+    if isinstance(e, DivisibilityError):
+        kind = "indivisible"
+    elif isinstance(e, ResourceConflictError):
+        kind = "conflicting"
+    else:
+        kind = "failed to compile"
+    text = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+    return f"{kind}: {type(e).__name__}: {text[:400]}"
+
+
+def _arguments_reason(leaves: list[tuple[str, Any]], mapping, m) -> str | None:
+    for path, v in leaves:
+        try:
+            placement.check(named_sizes(v), mapping, m, f"{_WHERE}: argument {path}")
+        except (DivisibilityError, ResourceConflictError) as e:
+            return _reject_reason(e)
+    return None
+
+
+def _abstract(tree: Any) -> Any:
+    def one(x):
+        if isinstance(x, jax.Array | np.ndarray | np.generic):
+            return jax.ShapeDtypeStruct(np.shape(x), x.dtype)
+        return x
+    return jax.tree.map(one, tree)
+
+
+def _concrete(tree: Any) -> Any:
+    def one(x):
+        if isinstance(x, jax.ShapeDtypeStruct):
+            return np.zeros(x.shape, x.dtype)
+        return x
+    return jax.tree.map(one, tree)
+
+
+_CALLS_TIMED = 5  # measure=True: the median of this many calls, after one warm-up call
+_COMPILE_THREADS = 2  # candidates compile two at a time (XLA releases the GIL while it compiles)
+
+
+def _failed(rules: Mapping[str, Any], reason: str, compile_s: float = 0.0) -> PlanRow:
+    return PlanRow(rules=dict(rules), ok=False, reason=reason, argument_bytes=0, output_bytes=0, temp_bytes=0,
+                   collective_bytes={k: 0 for k in KINDS}, flops=None, cost=math.inf, compile_s=compile_s,
+                   time_s=None)
+
+
+def _lower(step: Callable, args: tuple, kwargs: dict, rules: dict[str, Any], m: Any, leaves
+           ) -> tuple[Any, Any, float] | PlanRow:
+    """Trace and lower ``nx.jit(step)`` under exactly ``rules``: (the jitted step, the lowered program, the
+    seconds it took), or the rejected row."""
+    reason = _arguments_reason(leaves, placement.normalize(rules, _WHERE), m)
+    if reason is not None:
+        return _failed(rules, reason)
+    jitted = distribute.jit(step)
+    t0 = time.perf_counter()
+    try:
+        with jax.set_mesh(m), _env.exact_rules(rules):
+            lowered = jitted.lower(*args, **kwargs)
+    except Exception as e:  # noqa: BLE001 - the row says why; the plan goes on
+        return _failed(rules, _reject_reason(e), time.perf_counter() - t0)
+    return jitted, lowered, time.perf_counter() - t0
+
+
+def _compile(lowered: Any) -> tuple[Any, float]:
+    t0 = time.perf_counter()
+    try:
+        return lowered.compile(), time.perf_counter() - t0
+    except Exception as e:  # noqa: BLE001 - the row says why; the plan goes on
+        return e, time.perf_counter() - t0
+
+
+def _read(rules: dict[str, Any], jitted: Any, compiled: Any, compile_s: float, m: Any, cost_model: CostModel,
+          measure: tuple | None) -> PlanRow:
+    """The row of a compiled candidate: XLA's memory and cost analyses, the collectives of its HLO, and
+    with ``measure`` (the concrete arguments) the median time of a few calls."""
+    if isinstance(compiled, BaseException):
+        return _failed(rules, _reject_reason(compiled), compile_s)
+    mem = compiled.memory_analysis()
+    cost = compiled.cost_analysis()
+    if isinstance(cost, (list, tuple)):
+        cost = cost[0] if cost else None
+    flops = None
+    if isinstance(cost, Mapping) and cost.get("flops") is not None and cost["flops"] >= 0:
+        flops = float(cost["flops"])
+    shape, names = tuple(m.devices.shape), tuple(m.axis_names)
+    found = [(kind, _crossed(groups, shape, names), nbytes) for kind, nbytes, groups in
+             hlo_collectives(compiled.as_text())]
+    coll = {k: 0 for k in KINDS}
+    for kind, _, nbytes in found:
+        coll[kind] += nbytes
+    time_s = None
+    if measure:  # the compiled program itself, on the arguments laid out as it expects
+        with jax.set_mesh(m), _env.exact_rules(rules):
+            run_args, run_kwargs = jitted._placed(_concrete(measure[0]), _concrete(measure[1]),
+                                                  abstract=False)
+            jax.block_until_ready(compiled(*run_args, **run_kwargs))
+            times = []
+            for _ in range(_CALLS_TIMED):
+                t = time.perf_counter()
+                jax.block_until_ready(compiled(*run_args, **run_kwargs))
+                times.append(time.perf_counter() - t)
+        time_s = statistics.median(times)
+    return PlanRow(rules=dict(rules), ok=True, reason=None,
+                   argument_bytes=int(getattr(mem, "argument_size_in_bytes", 0)),
+                   output_bytes=int(getattr(mem, "output_size_in_bytes", 0)),
+                   temp_bytes=int(getattr(mem, "temp_size_in_bytes", 0)),
+                   alias_bytes=int(getattr(mem, "alias_size_in_bytes", 0)),
+                   collective_bytes=coll, flops=flops,
+                   cost=cost_model(flops=flops, collective_bytes=coll), compile_s=compile_s,
+                   time_s=time_s, collectives=tuple(found))
+
+
+def _limited(row: PlanRow, memory_limit: int | None) -> PlanRow:
+    if not row.ok or memory_limit is None or row.memory_bytes <= memory_limit:
+        return row
+    return dataclasses.replace(row, ok=False, reason=(
+        f"over memory_limit: {row.memory_bytes} bytes per device (arguments {row.argument_bytes}, "
+        f"outputs {row.output_bytes}, temporaries {row.temp_bytes}) > {memory_limit}"))
+
+
+def _order(rows: list[PlanRow], measured: bool) -> list[PlanRow]:
+    def key(ir):
+        i, r = ir
+        if not r.ok:
+            return (1, i)
+        primary = r.time_s if measured and r.time_s is not None else r.cost
+        return (0, primary, r.memory_bytes, len(_key(r.rules)), json.dumps(_key(r.rules)), i)
+    return [r for _, r in sorted(enumerate(rows), key=key)]
+
+
+_PLANS = itertools.count()
+_TRACES = itertools.count()
+
+
+def _agree_with_job(rows: list[PlanRow]) -> list[PlanRow]:
+    """In a job of several processes: check that every process planned the same candidates and take the
+    first process's order (measured times differ between processes)."""
+    from ..core.orders import _job_client
+
+    client = _job_client()
+    if client is None:
+        return rows
+    n = next(_PLANS)
+    cands = hashlib.sha256(json.dumps(sorted(json.dumps(_key(r.rules)) for r in rows)).encode()).hexdigest()
+    order = json.dumps([json.dumps(_key(r.rules)) for r in rows])
+    me = jax.process_index()
+    client.key_value_set(f"namedarray/plan/{n}/candidates/{me}", cands)
+    if me == 0:
+        client.key_value_set(f"namedarray/plan/{n}/order", order)
+        return rows
+    first = client.blocking_key_value_get(f"namedarray/plan/{n}/candidates/0", 60_000)
+    if first != cands:
+        raise NamedAxisError(f"{_WHERE}: this process (index {me}) planned other candidates than process 0; "
+                             "give every process the same step, arguments, mesh and candidates")
+    agreed = json.loads(client.blocking_key_value_get(f"namedarray/plan/{n}/order", 60_000))
+    by_key = {json.dumps(_key(r.rules)): r for r in rows}
+    return [by_key[k] for k in agreed]
+
+
+def plan_sharding(step: Callable, *args: Any, mesh: Any = None,
+                  candidates: Sequence[Mapping[str, Any]] | None = None, memory_limit: int | None = None,
+                  measure: bool = False, cost_model: CostModel | None = None,
+                  max_candidates: int = MAX_CANDIDATES, **kwargs: Any) -> Plan:
+    """Compile ``step(*args, **kwargs)`` under each candidate ``nx.axis_rules`` mapping and rank them.
+
+    ``args``/``kwargs`` may be concrete or abstract (``jax.eval_shape`` / ``jax.ShapeDtypeStruct`` trees);
+    nothing runs unless ``measure=True`` (abstract arguments are then filled with zeros). ``mesh`` defaults
+    to the mesh in context. ``candidates`` is a list of rule mappings; None enumerates them from the
+    arguments' names and the mesh (at most ``max_candidates``; see the module's essay). Each is compiled
+    as ``nx.jit(step)`` under exactly those rules (rules in force outside are not added). A candidate
+    rejected for memory (``memory_limit``: bytes per device), divisibility, a conflict or a failed compile
+    stays in the plan with its reason; the others are ranked by measured time or by ``cost_model``
+    (default :class:`CostModel`).
+
+    Errors: no mesh, and a candidate naming a mesh axis the mesh lacks (a
+    :class:`~namedarray.errors.MissingResourceError` naming the candidate, the axis and the mesh's axes);
+    a malformed candidate (:class:`~namedarray.errors.AxisSpecError`).
+
+    >>> import jax, jax.numpy as jnp, namedarray as nx
+    >>> mesh = jax.make_mesh((1,), ("data",), axis_types=(jax.sharding.AxisType.Auto,))
+    >>> x = jax.eval_shape(lambda: nx.wrap(jnp.ones((8, 4)), ["batch", "embed"]))
+    >>> plan = nx.plan_sharding(lambda x: x.sum("embed"), x, mesh=mesh, candidates=[{}], memory_limit=8)
+    >>> plan.rows[0].ok, plan.rows[0].reason.split(":")[0], plan.best is None
+    (False, 'over memory_limit', True)
+    """
+    if not callable(step):
+        raise TypeError(f"{_WHERE}: step must be callable, got {step!r}")
+    m = _resolve_mesh(mesh)
+    cost_model = CostModel() if cost_model is None else cost_model
+    if candidates is None:
+        candidates = candidate_rules(step, *args, mesh=m, max_candidates=max_candidates, **kwargs)
+    elif isinstance(candidates, Mapping) or not isinstance(candidates, Sequence):
+        raise AxisSpecError(f"{_WHERE}: candidates must be a list of rule mappings such as "
+                            f"[{{}}, {{'batch': 'data'}}], got {candidates!r}")
+    candidates = [dict(c) if isinstance(c, Mapping) else c for c in candidates]
+    if not candidates:
+        raise AxisSpecError(f"{_WHERE}: candidates is empty; pass None to enumerate them")
+    for i, c in enumerate(candidates):
+        _check_rules(i, c, m)  # every candidate checked before anything compiles
+    seen: set = set()  # a candidate given twice (as "x" and ("x",), say) is compiled once
+    candidates = [c for c in candidates if not (_key(c) in seen or seen.add(_key(c)))]
+    leaves = _named_leaves((args, kwargs))
+    a_args, a_kwargs = _abstract(args), _abstract(kwargs)
+    rows: list[PlanRow | None] = [None] * len(candidates)
+    with concurrent.futures.ThreadPoolExecutor(_COMPILE_THREADS) as pool:
+        pending = []
+        for i, rules in enumerate(candidates):  # tracing stays on this thread: the rules are per thread
+            got = _lower(step, a_args, a_kwargs, rules, m, leaves)
+            if isinstance(got, PlanRow):
+                rows[i] = got
+            else:
+                jitted, lowered, lower_s = got
+                pending.append((i, rules, jitted, lower_s, pool.submit(_compile, lowered)))
+        for i, rules, jitted, lower_s, future in pending:
+            compiled, compile_s = future.result()
+            rows[i] = _read(rules, jitted, compiled, lower_s + compile_s, m, cost_model,
+                            (args, kwargs) if measure else None)
+    rows = [_limited(row, memory_limit) for row in rows]
+    rows = _agree_with_job(_order(rows, measure))
+    return Plan(rows, m, cost_model, measure, memory_limit)
