@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import sys
 import time
+from typing import Any
 
 import jax
 
@@ -36,13 +37,15 @@ import transformer  # noqa: E402
 
 MESH_SHAPE, MESH_AXES = (4, 2), ("data", "model")
 # The strategies notebooks/model_parallelism.ipynb picks by hand, for the MLP's names and the GPT's
-MLP_HAND = {"replicated": {}, "data parallel": {"batch": ("data", "model")},
-            "model parallel": {"hidden": ("data", "model")},
-            "data x model": {"batch": "data", "hidden": "model"}}
-GPT_HAND = {"replicated": {}, "data parallel": {"batch": ("data", "model")},
-            "model parallel": {"heads": ("data", "model"), "qkv": ("data", "model"),
-                               "mlp": ("data", "model")},
-            "data x model": {"batch": "data", "heads": "model", "qkv": "model", "mlp": "model"}}
+MLP_HAND: dict[str, dict[str, Any]] = {"replicated": {}, "data parallel": {"batch": ("data", "model")},
+                                        "model parallel": {"hidden": ("data", "model")},
+                                        "data x model": {"batch": "data", "hidden": "model"}}
+GPT_HAND: dict[str, dict[str, Any]] = {
+    "replicated": {},
+    "data parallel": {"batch": ("data", "model")},
+    "model parallel": {"heads": ("data", "model"), "qkv": ("data", "model"), "mlp": ("data", "model")},
+    "data x model": {"batch": "data", "heads": "model", "qkv": "model", "mlp": "model"},
+}
 
 
 def mesh():
