@@ -204,7 +204,7 @@ def advanced_cases(draw):
     return x, xlog, xnames, indexed, others, idx, ilogs, pos, q, qn, sizes
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=35, deadline=None)
 @given(advanced_cases(), st.data())
 def test_named_array_indices_with_positional_axes_match_numpy(case, data):
     x, xlog, xnames, indexed, others, idx, ilogs, pos, q, qn, sizes = case
@@ -275,7 +275,7 @@ def nonzero_cases(draw):
     return _stored(draw, logical, names), logical, names, p, axis_name, coord_name, order
 
 
-@settings(max_examples=50, deadline=None)
+@settings(max_examples=25, deadline=None)
 @given(nonzero_cases(), st.integers(0, 6), st.integers(-3, 3), st.booleans())
 def test_nonzero_where_argwhere_by_name_match_numpy(case, size, fill, fill_by_axis):
     x, logical, names, p, axis_name, coord_name, order = case
@@ -380,7 +380,7 @@ def _window(logical, j, start, size):
     return np.asarray(jax.lax.dynamic_slice(jnp.asarray(logical), starts, sizes))
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=35, deadline=None)
 @given(slice_cases(), st.sampled_from(["set", "add"]))
 def test_dynamic_slices_match_lax_on_the_positional_layout(case, method):
     x, logical, names, p, j, axis, size, start, rng = case

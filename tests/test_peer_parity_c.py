@@ -79,7 +79,7 @@ def dropout_cases(draw):
     return x, xlog, names, sizes, pshape, shared_names, shared_positions, spec, rate, seed
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=20, deadline=None)
 @given(dropout_cases())
 def test_dropout_is_the_positional_draw_over_sorted_names(case):
     x, xlog, names, sizes, pshape, shared_names, shared_positions, spec, rate, seed = case
@@ -241,7 +241,7 @@ def split_cases(draw):
     return names, extra, sizes, listed, num, raw, seed, draw
 
 
-@settings(max_examples=20, deadline=None)
+@settings(max_examples=12, deadline=None)
 @given(split_cases())
 def test_split_is_jax_split_over_sorted_names_and_samplers_draw_per_key(case):
     names, extra, sizes, listed, num, raw, seed, draw = case
