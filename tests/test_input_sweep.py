@@ -186,6 +186,7 @@ GOOD = {
     "resize": lambda s: ((s.xp, (3, 1)), {}),
     "restore_checkpoint": lambda s: ((None, "missing", {}), {}),
     "rollaxis": lambda s: ((s.m, 1), {}),
+    "plan_sharding": lambda s: ((lambda v: v * 2, s.x), {"candidates": [{}]}),
     "save_safetensors": lambda s: (({"w": s.x}, "out.safetensors"), {}),
     "to_xarray": lambda s: ((s.x,), {}),
     "scan": lambda s: ((_step, 0.0, s.time), {}),
@@ -274,6 +275,8 @@ GOOD_RANDOM = {
 SKIP = {
     ("nx", "clear_caches"): "takes no arguments",
     ("nx", "reset_canonical_orders"): "takes no arguments",
+    ("nx", "Plan"): "nx.plan_sharding's result, not built by hand",
+    ("nx", "PlanRow"): "a row of nx.plan_sharding's result, not built by hand",
     **{("nx", n): "jax.numpy's own object, re-exported unchanged (not an array function)"
        for n in mirror.PASSTHROUGH},
 }
