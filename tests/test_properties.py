@@ -258,7 +258,7 @@ def reference(np_fn, universe, pos, *operands):
     return np.broadcast_to(ref, full).reshape(tuple(pos) + tuple(used[n] for n in sorted(used)))
 
 
-@settings(max_examples=150)
+@settings(max_examples=100)
 @given(binary_cases())
 def test_binary_operators_match_numpy(case):
     op_name, universe, left, right, pos = case
@@ -439,7 +439,7 @@ def _reduction_reference(fname, ref, pos, names, axis, keepdims):
     return out, out_pos, left
 
 
-@settings(max_examples=200)
+@settings(max_examples=120)
 @given(reduction_cases())
 def test_reductions_match_numpy(case):
     fname, universe, x, pos, axis, keepdims, style = case

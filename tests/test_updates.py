@@ -98,7 +98,7 @@ def _index(pos_index, named_index):
     return (named_index, *pos_index) if named_index else tuple(pos_index)
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=60, deadline=None)
 @given(cases(), st.sampled_from(["get", "set", "add", "multiply", "max"]), st.data())
 def test_at_matches_numpy(case, method, data):
     x, logical, p, names, sizes, pos_index, named_index, rng = case

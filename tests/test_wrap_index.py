@@ -350,7 +350,7 @@ def indices_for(draw, shape):
     return tuple(items)
 
 
-@settings(max_examples=80)
+@settings(max_examples=50)
 @given(st.data())
 def test_positional_indices_match_numpy_slice_by_slice(data):
     pos = tuple(data.draw(st.lists(st.integers(1, 3), max_size=3)))
