@@ -44,6 +44,7 @@ from ..errors import (
     not_an_array,
 )
 from . import caches, kernels, orders
+from .context import record as _record
 from .orders import canonical, order_key
 from .shape import NamedShape, check_names
 
@@ -284,6 +285,9 @@ def _make(data, names: tuple[str, ...]) -> NamedArray:
     obj.data = data
     obj.names = names
     obj._flat = None
+    made = _record("made names")  # only while nx.plan_sharding traces a step: which names occur together
+    if made is not None:
+        made.append(names)
     return obj
 
 

@@ -15,7 +15,10 @@ answers "what can change how this call behaves":
     an output keeps the layout the body stated (:mod:`namedarray.parallel.distribute`);
   - ``"output layouts"``: while ``Jitted.eval_shape`` traces, the layout of each output, by key path;
   - ``"laid out values"``: while ``nx.plan_sharding`` traces a step, every value laid out by name (a list),
-    from which it learns which names occur together.
+    from which it learns which names occur together;
+  - ``"made names"``: while ``nx.plan_sharding`` traces a step on a mesh with Explicit axes, the names of
+    every NamedArray made (a list), intermediates included: on such axes two names of one value cannot
+    share a mesh axis.
 
   A record lives as long as its ``with recording(...)`` block; outside one, :func:`record` is None.
 

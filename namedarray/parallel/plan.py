@@ -28,7 +28,11 @@ permuted tuple splits a value into the same blocks, only on other devices). A ca
 nothing or to one group, such that sizes are divisible (each name's size by its group's device count) and
 no two names that *occur together* share a mesh axis. Names occur together when one value carries both:
 an argument, or a value the step lays out (``.shard()``, ``nx.shard``, its results), seen in one abstract
-trace of the step. The names are visited in sorted order, the groups in mesh order.
+trace of the step; on an Explicit mesh axis, any value of that trace, intermediates included (there every
+value's layout is part of its type, and jax rejects an operation whose result would split two of its axes
+over one mesh axis), while on an Auto axis two names of an intermediate may share it (XLA moves data between
+them: the FSDP-style ``{"batch": "data", "embed": "data"}``). The names are visited in sorted order, the
+groups in mesh order.
 
 **Pruning bound**: at most ``max_candidates`` (default :data:`MAX_CANDIDATES`, 12) candidates are
 compiled, in three tiers: the replicated mapping ``{}`` (the baseline every strategy is measured
@@ -86,8 +90,8 @@ import jax
 import numpy as np
 from jax.tree_util import keystr
 
+from ..core import context, placement
 from ..core import env as _env
-from ..core import placement
 from ..core.array import is_named
 from ..core.layout import named_sizes
 from ..errors import (
@@ -519,7 +523,9 @@ def candidate_rules(step: Callable, *args: Any, mesh: Any = None, max_candidates
     # A rule no value uses makes the environment, which JAX's trace caches are keyed on, new: bodies that
     # JAX traced before (a scan's, a grad's) are traced again, so their layouts are seen.
     marker = {f"nx.plan_sharding trace {next(_TRACES)}": None}
-    with jax.set_mesh(m), _env.exact_rules(marker), distribute.recording_layouts() as seen:
+    explicit = {a for a, t in zip(m.axis_names, m.axis_types) if t == jax.sharding.AxisType.Explicit}
+    with (jax.set_mesh(m), _env.exact_rules(marker), distribute.recording_layouts() as seen,
+          context.recording("made names", []) as made):
         try:
             jax.eval_shape(distribute.jit(step), *args, **kwargs)
         except Exception as e:  # noqa: BLE001 - the candidates are still those of the arguments
@@ -534,6 +540,12 @@ def candidate_rules(step: Callable, *args: Any, mesh: Any = None, max_candidates
     together: set[frozenset] = set()
     for carried, _ in values:
         together.update(frozenset(p) for p in itertools.combinations(sorted(carried), 2))
+    # On an Explicit mesh axis every value's layout is its type: two names of any value of the step, an
+    # intermediate too, cannot share the axis (jax rejects the operation that makes it)
+    within: set[frozenset] = set(together)
+    if explicit:
+        for carried in set(made):
+            within.update(frozenset(p) for p in itertools.combinations(sorted(carried), 2))
     groups = [g for k in range(1, len(axes) + 1) for g in itertools.combinations(axes, k)]
     options = {n: [g for g in groups if all(s % math.prod(msizes[a] for a in g) == 0 for s in sizes[n])]
                for n in names}
@@ -569,7 +581,8 @@ def candidate_rules(step: Callable, *args: Any, mesh: Any = None, max_candidates
             n = names[i]
             yield from go(i + 1)
             for g in options[n]:
-                if any(frozenset((n, o)) in together for a in g for o in on_axis[a]):
+                if any(frozenset((n, o)) in (within if a in explicit else together)
+                       for a in g for o in on_axis[a]):
                     continue
                 assign[n] = g
                 for a in g:
