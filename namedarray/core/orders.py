@@ -49,7 +49,7 @@ from ..errors import AxisSpecError, NamedAxisError, wrong_type
 from .shape import check_names
 
 __all__ = ["MAX_ORDERS", "canonical", "canonical_order", "fix_canonical_order", "reset_canonical_orders",
-           "sync_with_job", "order_key", "parse_order_key", "size"]
+           "sync_with_job", "job_client", "order_key", "parse_order_key", "size"]
 
 MAX_ORDERS = 65_536
 
@@ -133,7 +133,7 @@ def fix_canonical_order(*orders: Iterable[str]) -> None:
             raise AxisSpecError(
                 f"{where}: the names {sorted(order)} already flatten in the order {got}, not {order}: fix it "
                 "before the first value with these names is flattened (passed to jit, jax.tree.leaves, ...)"
-                + (" in any process of this job" if _job_client() is not None else ""))
+                + (" in any process of this job" if job_client() is not None else ""))
 
 
 def reset_canonical_orders() -> None:
@@ -181,8 +181,9 @@ def _name_set(names: Iterable[str], where: str, what: str = "names",
 # Agreement across the processes of a job: the coordination service's key-value store
 
 
-def _job_client():
-    """The coordination service client of a ``jax.distributed`` job of several processes, else None."""
+def job_client():
+    """The coordination service client of a ``jax.distributed`` job of several processes, else None (what
+    the processes of a job agree through: boundary orders here, ``nx.plan_sharding``'s ranking)."""
     try:
         from jax._src import distributed
     except ImportError:  # a jax without it: every process of a job must then fix its orders alike
@@ -207,7 +208,7 @@ def sync_with_job() -> None:
     is an :class:`~namedarray.errors.AxisSpecError` naming both orders.
     """
     global _SYNCED
-    client = _job_client()
+    client = job_client()
     if client is None or id(client) == _SYNCED:
         return
     changed = False
@@ -238,7 +239,7 @@ def _job_order(order: tuple[str, ...], fixing: bool) -> tuple[str, ...]:
     Publishing is a write that fails when the key exists (first writer wins, atomically at the service), so
     no process waits for another to reach any point of the program: each asks only when it meets the set.
     """
-    client = _job_client()
+    client = job_client()
     if client is None:
         return order
     key = "namedarray/orders/" + json.dumps(sorted(order))

@@ -94,6 +94,7 @@ from ..core import context, placement
 from ..core import env as _env
 from ..core.array import is_named
 from ..core.layout import named_sizes
+from ..core.orders import job_client
 from ..errors import (
     AxisSpecError,
     DivisibilityError,
@@ -499,11 +500,6 @@ def _named_leaves(tree: Any) -> list[tuple[str, Any]]:
     return out
 
 
-def _nbytes(v: Any) -> int:
-    d = v.data
-    return int(math.prod(d.shape)) * np.dtype(d.dtype).itemsize
-
-
 def candidate_rules(step: Callable, *args: Any, mesh: Any = None, max_candidates: int = MAX_CANDIDATES,
                     **kwargs: Any) -> list[dict[str, Any]]:
     """The candidates :func:`plan_sharding` compiles when given none (see the module's enumeration rule and
@@ -531,8 +527,8 @@ def candidate_rules(step: Callable, *args: Any, mesh: Any = None, max_candidates
         except Exception as e:  # noqa: BLE001 - the candidates are still those of the arguments
             if isinstance(e, NamedAxisError):
                 raise
-    values = [(frozenset(named_sizes(v)), _nbytes(v)) for _, v in leaves]
-    values += [(frozenset(named_sizes(v)), _nbytes(v)) for v in seen]
+    values = [(frozenset(named_sizes(v)), v.nbytes) for _, v in leaves]
+    values += [(frozenset(named_sizes(v)), v.nbytes) for v in seen]
     sizes: dict[str, set[int]] = {}
     for v in [v for _, v in leaves] + seen:
         for n, size in named_sizes(v).items():
@@ -775,9 +771,7 @@ _TRACES = itertools.count()
 def _agree_with_job(rows: list[PlanRow]) -> list[PlanRow]:
     """In a job of several processes: check that every process planned the same candidates and take the
     first process's order (measured times differ between processes)."""
-    from ..core.orders import _job_client
-
-    client = _job_client()
+    client = job_client()
     if client is None:
         return rows
     n = next(_PLANS)
