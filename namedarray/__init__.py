@@ -18,7 +18,7 @@ from .ops.mirror import *  # noqa: F403
 from .ops.mirror import __all__ as _MIRROR
 
 # isort: split
-from . import errors, lax, nn, random, typing  # noqa: E402
+from . import errors, lax, maps, nn, random, typing  # noqa: E402
 from .adapter.xmap import SerialLoop, serial_loop, xmap  # noqa: E402
 from .core import env  # noqa: E402
 from .core.array import NamedArray, is_named, tree_leaves, tree_map  # noqa: E402
@@ -35,6 +35,7 @@ from .interop.formats import (  # noqa: E402
     save_safetensors,
     to_xarray,
 )
+from .maps import current_mesh, mesh_shape  # noqa: E402
 from .ops.contract import dot, inner, matmul, outer, pdot, tensordot, vdot  # noqa: E402
 from .ops.creation import (  # noqa: E402
     arange,
@@ -76,7 +77,8 @@ from .transforms.scan import map, scan  # noqa: E402
 __version__ = "0.1.0"
 
 # The public surface: the mirror's functions, the named implementations and the public submodules above.
-__all__ = sorted({*_MIRROR, "errors", "lax", "nn", "random", "typing", "env", "SerialLoop", "serial_loop",
+__all__ = sorted({*_MIRROR, "errors", "lax", "maps", "current_mesh", "mesh_shape", "nn", "random", "typing",
+                  "env", "SerialLoop", "serial_loop",
                   "xmap", "NamedArray", "axis_rules", "clear_caches", "canonical_order",
                   "fix_canonical_order", "reset_canonical_orders", "NamedShape", "rename", "unwrap", "wrap",
                   "nmap", "from_xarray", "to_xarray", "load_safetensors", "restore_checkpoint",

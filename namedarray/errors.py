@@ -20,6 +20,7 @@ __all__ = [
     "NamedAxisError",
     "AxisSizeError",
     "UnboundAxisError",
+    "PerElementAxisError",
     "AxisSpecError",
     "DuplicateAxisError",
     "RankError",
@@ -53,6 +54,13 @@ class UnboundAxisError(NamedAxisError, NameError):
 
     Also a ``NameError``, the class xmap (and JAX's collectives) raise for an unbound axis name.
     """
+
+
+class PerElementAxisError(UnboundAxisError):
+    """Inside a positional ``nx.xmap`` body (values are per element along the map's names, as in xmap), an
+    nx operation that needs one of those names as an axis of a value: reduce over it with a collective
+    (``jax.lax.psum`` or ``nx.psum``). ``nx.xmap`` reads this error as the sign of a body written on
+    NamedArrays, and calls it on NamedArrays instead."""
 
 
 class AxisSpecError(NamedAxisError):

@@ -6,6 +6,7 @@ import functools
 import importlib.util
 import pathlib
 import re
+import sys
 
 import jax
 import jax.numpy as jnp
@@ -23,6 +24,8 @@ def xm(f, in_axes, out_axes, **kw):
 
 def _load_tutorial():
     path = pathlib.Path(__file__).resolve().parents[1] / "examples" / "tutorial.py"
+    if str(path.parent) not in sys.path:  # as when run as a script: its sibling modules import
+        sys.path.insert(0, str(path.parent))
     spec = importlib.util.spec_from_file_location("nx_tutorial_example", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

@@ -429,11 +429,12 @@ def test_loop_axis_cannot_be_referenced_in_the_body(body):
     assert isinstance(caught.value, RuntimeError) and isinstance(caught.value, errors.ResourceError)
 
 
-def test_a_jax_lax_collective_over_a_bound_name_says_to_use_nx():
-    x = jnp.ones(3)
-    with pytest.raises(errors.UnboundAxisError,
-                       match=r"calls a jax.lax collective over 'i'.*use nx.psum\(x, 'i'\)"):
-        nx.xmap(lambda v: jax.lax.psum(v, "i"), ["i", ...], [...])(x)
+def test_a_jax_lax_collective_over_a_bound_name_binds():
+    # as in xmap, a positional body sees the map's names as JAX axis names
+    x = jnp.arange(3.0)
+    np.testing.assert_allclose(nx.xmap(lambda v: jax.lax.psum(v, "i"), ["i", ...], [...])(x), 3.0)
+    np.testing.assert_allclose(nx.xmap(lambda v: v - jax.lax.pmean(v, "i"), ["i", ...], ["i", ...])(x),
+                               x - 1.0)
     # xmap raised a NameError for unbound axis names; nx's error is one too
     with pytest.raises(NameError):
         nx.xmap(lambda v: nx.psum(v, "k"), ["i", ...], ["i", ...])(x)

@@ -61,11 +61,12 @@ from ..errors import (
     AxisNameShadowingError,
     AxisSizeError,
     AxisSpecError,
+    LoopAxisError,
     MissingResourceError,
     NamedAxisError,
+    PerElementAxisError,
     RankError,
     ResourceConflictError,
-    UnboundAxisError,
     UnplacedAxisError,
     fmt_names,
 )
@@ -268,7 +269,8 @@ class _Config:
     def __init__(self, fun, in_axes, out_axes, axis_sizes, axis_resources, donate_argnums, backend):
         if not callable(fun):
             raise TypeError(f"{_WHERE}: fun must be callable, got {fun!r}")
-        self.fun = named_function(fun)
+        self.raw = fun  # what a positional body runs: the function as given
+        self.fun = named_function(fun)  # what a body on NamedArrays runs
         self.name = getattr(fun, "__name__", type(fun).__name__)
         self.orig_in_axes = in_axes
         if isinstance(in_axes, list) and not _is_leaf(in_axes):
@@ -380,7 +382,7 @@ class XMapped:
         self._check_backend()
         plan, key = _res.resolve(self._cfg.resources, _WHERE)
         outer = _env.current()
-        if outer.sizes:
+        if outer.sizes or outer.jax_names:
             # Inside an enclosing nx.xmap: already being traced there; run inline (its names pass through).
             return _trace(self._cfg, plan, *args)
         try:
@@ -593,6 +595,9 @@ class _Ctx:
         self.sizes = sizes
         self.resources = resources  # every name in scope (outer ones too) -> resource names
         self.cmesh = cmesh  # the mesh constraints refer to (an all-Auto view when the mesh is Explicit)
+        self.positional = True  # which way the body is being called (see _run_body)
+        self.looped: Mapping[str, int] = {}
+        self.out_tree: Any = None  # the treedef of the outputs, once the body ran
 
     def mesh_axes(self, name: str) -> tuple[str, ...]:
         return self.plan.mesh_axes(name, self.resources)
@@ -637,41 +642,184 @@ def _trace(cfg: _Config, plan: _res.Plan, *args):
         looped = {n: plan.loop[1] for n in plan.looped} if plan.loop is not None else {}
         for n in looped:  # the chunk of a looped axis carries another name inside the loop body
             resources[_hidden(n)] = resources[n]
-        with _env.bind(sizes, resources=resources, mesh=cmesh, loops=looped, where=_WHERE):
-            if looped:
-                out = _run_looped(ctx, arg_tree, wrapped, looped)
-            else:
-                out = _call(cfg, jax.tree.unflatten(arg_tree, wrapped))
-            out = _fit_out_tree(cfg.out_axes, out)
-            out_matched, out_tree = _match(cfg.out_tree, cfg.out_leaves, out, "out_axes", cfg.out_axes)
-            results = [_exit(ctx, v, leaf, _label(path, "output")) for leaf, path, v in out_matched]
+        ctx.looped = looped
+        results = _run_body(ctx, arg_tree, wrapped)
 
     if explicit:
         results = [_reshard_explicit(ctx, r, spec) for r, spec in results]
     else:
         results = [r for r, _ in results]
+    return jax.tree.unflatten(ctx.out_tree, results)
+
+
+def _run_body(ctx: _Ctx, arg_tree, wrapped: list[NamedArray]) -> list:
+    """Call the body and place its outputs: [(result, storage spec)] per output leaf.
+
+    The body is first called as xmap called it, on per-element positional arrays (:func:`_call_positional`).
+    If that raises, it is called on NamedArrays (nx's own style: ``x.sum("i")``, ``x.rename``), and the
+    first way that runs is used. When both raise, the error of the NamedArray call is raised if the body
+    looks written on NamedArrays: the positional call failed with a :class:`PerElementAxisError` (an nx
+    operation needed a map name as an axis), or the NamedArray call failed with an nx error (which names
+    the body's mistake) and the positional call did not fail one of xmap's own checks (an output varying
+    along a name its out_axes leave out, a loop axis referred to). Else the positional call's error. The
+    other error is attached as a note. Bodies are pure, so the second call changes nothing but tracing
+    time (once per compilation).
+    """
+    cfg = ctx.cfg
+    looped = ctx.looped
+    attempts = []
+    for positional in (True, False):
+        ctx.positional = positional
+        try:
+            if positional:
+                return _enter_and_exit(ctx, arg_tree, wrapped)
+            with _env.bind(ctx.sizes, resources=ctx.resources, mesh=ctx.cmesh, loops=looped, where=_WHERE):
+                return _enter_and_exit(ctx, arg_tree, wrapped)
+        except Exception as e:  # noqa: BLE001 - re-raised below, one of the two
+            attempts.append(e)
+    first, second = attempts
+    named_style = isinstance(first, PerElementAxisError) or (
+        isinstance(second, NamedAxisError) and not getattr(first, "xmap_contract", False))
+    chosen, other, how = ((second, first, "on per-element positional arrays") if named_style
+                          else (first, second, "on NamedArrays (nx's own body style)"))
+    chosen.add_note(f"nx.xmap also called {cfg.name} {how}, which raised {type(other).__name__}: "
+                    f"{str(other).splitlines()[0] if str(other) else ''}")
+    raise chosen
+
+
+def _enter_and_exit(ctx: _Ctx, arg_tree, wrapped: list[NamedArray]) -> list:
+    cfg = ctx.cfg
+    if ctx.looped:
+        out = _run_looped(ctx, arg_tree, wrapped, ctx.looped)
+    else:
+        out = _call_body(ctx, arg_tree, wrapped)
+    out = _fit_out_tree(cfg.out_axes, out)
+    out_matched, out_tree = _match(cfg.out_tree, cfg.out_leaves, out, "out_axes", cfg.out_axes)
+    results = [_exit(ctx, v, leaf, _label(path, "output")) for leaf, path, v in out_matched]
+    ctx.out_tree = out_tree
+    return results
+
+
+def _call_body(ctx: _Ctx, arg_tree, leaves: list[NamedArray]) -> Any:
+    """The body's outputs for argument leaves that are NamedArrays (whole axes), as NamedArrays or arrays."""
+    if ctx.positional:
+        return _call_positional(ctx, arg_tree, leaves)
+    return ctx.cfg.fun(*jax.tree.unflatten(arg_tree, leaves))
+
+
+def _places(ctx: _Ctx, leaf: _Leaf, name: str) -> bool:
+    """Whether an output with spec ``leaf`` keeps ``name`` (a name the body is mapped over)."""
+    real = name[:-len(LOOP_CHUNK_SUFFIX)] if name.endswith(LOOP_CHUNK_SUFFIX) else name
+    return real not in ctx.sizes or real in leaf.spec.names  # names of an enclosing map pass through
+
+
+def _call_positional(ctx: _Ctx, arg_tree, leaves: list[NamedArray]) -> Any:
+    """Call the body as xmap did: on per-element positional arrays, under one ``jax.vmap`` per name.
+
+    Each name is the ``axis_name`` of its vmap, so ``jax.lax`` collectives, ``axis_index`` and autodiff
+    rules (``custom_vjp`` ones included) inside the body see it, and the body may be anything that takes
+    arrays (haiku, flax and equinox modules). An output keeps exactly the names it varies along: a name
+    that its ``out_axes`` place is mapped to an axis (broadcast if the output does not vary along it); a
+    name they leave out must be one the output does not vary along (reduced by a collective, or never
+    depended on), which is JAX's ``out_axes=None``.
+    """
+    cfg = ctx.cfg
+    sizes: dict[str, int] = {n: s for n, s in ctx.sizes.items() if n not in ctx.looped}
+    for x in leaves:  # chunks of looped names, and names of an enclosing map, which pass through
+        for n, d in zip(x.names, x.data.shape[x.data.ndim - len(x.names):]):
+            sizes.setdefault(n, d)
+    mapped = list(sizes)
+    flat, in_axes = [], [[] for _ in mapped]
+    for x in leaves:
+        p = x.data.ndim - len(x.names)
+        carried = [n for n in mapped if n in x.names]
+        flat.append(transpose(x.data, tuple(p + x.names.index(n) for n in carried) + tuple(range(p))))
+        for k, n in enumerate(mapped):
+            in_axes[k].append(0 if n in x.names else None)
+    out_box: list[Any] = []
+
+    def body(*elems):
+        out = cfg.raw(*jax.tree.unflatten(arg_tree, list(elems)))
+        out = _fit_out_tree(cfg.out_axes, out)
+        out_box.append(jax.tree.structure(out, is_leaf=is_named))
+        return out
+
+    f = body
+    for k in reversed(range(len(mapped))):
+        n = mapped[k]
+        out_axes = jax.tree.unflatten(cfg.out_tree, [0 if _places(ctx, leaf, n) else None
+                                                     for _, leaf in cfg.out_leaves])
+        real = n[:-len(LOOP_CHUNK_SUFFIX)] if n.endswith(LOOP_CHUNK_SUFFIX) else n
+        spmd = ctx.mesh_axes(real) if ctx.cmesh is not None and real in ctx.sizes else ()
+        f = jax.vmap(f, in_axes=tuple(in_axes[k]), out_axes=out_axes, axis_name=n, axis_size=sizes[n],
+                     spmd_axis_name=tuple(spmd) or None)
+    own = [n for n in ctx.sizes]
+    with _env.bind_positional(sizes, own=own, resources=ctx.resources, mesh=ctx.cmesh, loops=ctx.looped,
+                              where=_WHERE):
+        try:
+            out = f(*flat)
+        except NameError as e:
+            _loop_reference(e, ctx)
+            raise
+        except ValueError as e:
+            _vmap_out_error(e, ctx, out_box)
+            raise
+    matched, out_tree = _match(cfg.out_tree, cfg.out_leaves, out, "out_axes", cfg.out_axes)
+    results = []
+    for leaf, path, v in matched:
+        lead = tuple(n for n in mapped if _places(ctx, leaf, n))
+        if type(v) is NamedArray:
+            clash = sorted(set(lead) & set(v.names))
+            if clash:
+                raise PerElementAxisError(
+                    f"{_WHERE}: {_label(path, 'output')} of {cfg.name} is a NamedArray carrying "
+                    f"{fmt_names(clash)}, which the body is mapped over (inside a positional body values "
+                    "are per element along the map's names); return its elements, or rename it")
+            d, names = v.data, v.names + lead
+        else:
+            d, names = _as_array(v), lead
+        k = len(lead)
+        d = transpose(d, tuple(range(k, d.ndim)) + tuple(range(k)))
+        results.append(from_storage(d, names, _WHERE) if names else d)
     return jax.tree.unflatten(out_tree, results)
 
 
-def _call(cfg: _Config, args: tuple) -> Any:
-    """``fun(*args)``; a jax.lax collective over a name this nx.xmap binds says to use nx's.
+def _loop_reference(e: NameError, ctx: _Ctx) -> None:
+    """A ``jax.lax`` collective over a name computed by a serial loop: xmap's LoopAxisError."""
+    m = re.search(r"unbound axis name: ([^\s.]+)", str(e))
+    if m is not None and m.group(1) in ctx.looped:
+        raise _contract(LoopAxisError(
+            f"{_WHERE}: named axes with loop resources assigned to them cannot be referenced inside the "
+            f"xmapped computation (e.g. in collectives or reductions), but {m.group(1)!r} violates that rule "
+            f"({str(e).splitlines()[0]})")) from None
 
-    The names of nx.xmap are nx's, not JAX's axis names, so ``jax.lax.psum(x, "i")`` in the body fails with
-    JAX's "unbound axis name" NameError; xmap-era code meets it first, so it is told what to write instead.
-    """
-    try:
-        return cfg.fun(*args)
-    except NameError as e:
-        if isinstance(e, NamedAxisError):
-            raise
-        m = re.search(r"unbound axis name: ([^\s.]+)", str(e))
-        if m is None or m.group(1) not in _env.current().sizes:
-            raise
+
+def _contract(e: NamedAxisError) -> NamedAxisError:
+    """Mark an error of xmap's own contract on a positional call (the body itself was right to be called
+    that way), for :func:`_run_body`."""
+    e.xmap_contract = True  # type: ignore[attr-defined]
+    return e
+
+
+def _vmap_out_error(e: ValueError, ctx: _Ctx, out_box: list) -> None:
+    """JAX's errors about ``out_axes`` of the vmaps, in xmap's terms."""
+    text = str(e)
+    m = re.search(r"vmap has mapped output \(axis_name=(.+?)\) but out_axes is None", text)
+    cfg = ctx.cfg
+    if m is not None:
         name = m.group(1)
-        raise UnboundAxisError(
-            f"{_WHERE}: {cfg.name} calls a jax.lax collective over {name!r} ({str(e).splitlines()[0]}). The "
-            f"names of nx.xmap are nx's: use nx.psum(x, {name!r}), nx.pmean, nx.axis_index({name!r}), "
-            f"nx.nn.one_hot(..., axis={name!r}) and the other nx functions, which take them") from None
+        real = name[:-len(LOOP_CHUNK_SUFFIX)] if name.endswith(LOOP_CHUNK_SUFFIX) else name
+        omit = sorted({leaf.text for _, leaf in cfg.out_leaves if real not in leaf.spec.names})
+        raise _contract(UnplacedAxisError(
+            f"{_WHERE}: an output of {cfg.name} has an out_axes specification of {' or '.join(omit)}, but "
+            f"is actually mapped along more axes defined by this xmap call: {real} (size "
+            f"{ctx.sizes.get(real, '?')}; the output varies along it). Give it a position in out_axes, or "
+            f"reduce it in the function (jax.lax.psum(y, {real!r}) sums it, jax.lax.pmean averages "
+            "it)")) from None
+    if "out_axes specification must be a tree prefix" in text and out_box:
+        raise _contract(AxisSpecError(
+            f"{_WHERE}: out_axes specification must be a tree prefix of the corresponding value, got "
+            f"specification {cfg.out_axes!r} for value tree {out_box[-1]}.")) from None
 
 
 def _as_array(v):
@@ -794,14 +942,14 @@ def _run_looped(ctx: _Ctx, arg_tree, wrapped: list[NamedArray], looped: Mapping[
             where.append(k)
     if not stacked:
         # No argument varies along the looped names: nothing to split; outputs get them by broadcasting.
-        return _call(ctx.cfg, jax.tree.unflatten(arg_tree, wrapped))
+        return _call_body(ctx, arg_tree, wrapped)
     out_tree_box: list[Any] = []
 
     def body(chunks):
         leaves = list(wrapped)
         for k, c in zip(where, chunks):
             leaves[k] = ctx.constrain(c)
-        out = _call(ctx.cfg, jax.tree.unflatten(arg_tree, leaves))
+        out = _call_body(ctx, arg_tree, leaves)
         out = _fit_out_tree(ctx.cfg.out_axes, out)
         flat, tree = jax.tree.flatten(out, is_leaf=is_named)
         out_tree_box.append(tree)

@@ -32,11 +32,18 @@ from typing import Any
 
 import jax
 
-from ..errors import AxisNameShadowingError, LoopAxisError, SplitAxisError, UnboundAxisError, fmt_names
+from ..errors import (
+    AxisNameShadowingError,
+    LoopAxisError,
+    PerElementAxisError,
+    SplitAxisError,
+    UnboundAxisError,
+    fmt_names,
+)
 from . import context, placement
 
-__all__ = ["AxisEnv", "current", "bind", "bind_blocks", "loop_scope", "axis_rules", "exact_rules", "synced",
-           "EMPTY"]
+__all__ = ["AxisEnv", "current", "bind", "bind_positional", "bind_blocks", "loop_scope", "axis_rules",
+           "exact_rules", "synced", "EMPTY"]
 
 
 def _frozen(d: Mapping | None) -> tuple:
@@ -57,6 +64,10 @@ class AxisEnv:
     blocks are spread over; ``sizes`` holds the whole size.
     ``loop_resources``: the serial loops ``with nx.serial_loop(name, length):`` brought into scope, name ->
     length, for ``axis_resources`` to refer to.
+    ``jax_names``: inside a positional ``nx.xmap`` body (one that receives per-element arrays, as xmap's
+    did), its names -> sizes. They are JAX axis names there (``jax.vmap``'s ``axis_name``): values are per
+    element along them, ``jax.lax`` collectives take them and nx's collectives hand them to ``jax.lax``.
+    They are not in ``sizes``: nx never reads a plain value as constant along one of them.
     """
 
     sizes: Mapping[str, int] = field(default_factory=dict)
@@ -67,12 +78,13 @@ class AxisEnv:
     rules: Mapping[str, Any] | None = None
     split: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     loop_resources: Mapping[str, int] = field(default_factory=dict)
+    jax_names: Mapping[str, int] = field(default_factory=dict)
 
     def __post_init__(self):
         # JAX hashes the environment on every jitted call made inside it (it is part of the cache key)
         object.__setattr__(self, "_hash", hash((
             _frozen(self.sizes), self.local, _frozen(self.resources), id(self.mesh), _frozen(self.loops),
-            _frozen(self.rules), _frozen(self.split), _frozen(self.loop_resources))))
+            _frozen(self.rules), _frozen(self.split), _frozen(self.loop_resources), _frozen(self.jax_names))))
 
     def __hash__(self) -> int:
         return self._hash
@@ -84,7 +96,8 @@ class AxisEnv:
             and dict(self.resources) == dict(other.resources) and self.mesh is other.mesh
             and dict(self.loops) == dict(other.loops) and self.rules == other.rules
             and dict(self.split) == dict(other.split)
-            and dict(self.loop_resources) == dict(other.loop_resources))
+            and dict(self.loop_resources) == dict(other.loop_resources)
+            and dict(self.jax_names) == dict(other.jax_names))
 
     def mapping(self, resources: Mapping[str, tuple[str, ...]] | None = None) -> dict[str, tuple[str, ...]]:
         """Axis name -> the mesh axes values carrying it are laid out over: ``resources`` (normalized) if
@@ -132,7 +145,9 @@ class AxisEnv:
         return self.size(name, where) // self.blocks(name)
 
     def is_bound(self, name: str) -> bool:
-        return name in self.sizes
+        """Whether something around binds ``name``: then :meth:`size` gives its size, or says why a value
+        here cannot have it as an axis (a serial loop's name, a positional ``nx.xmap`` body's name)."""
+        return name in self.sizes or name in self.jax_names or name in self.loops
 
     def size(self, name: str, where: str = "") -> int:
         """The bound size of ``name``, or :class:`UnboundAxisError`."""
@@ -145,6 +160,12 @@ class AxisEnv:
             return self.sizes[name]
         except KeyError:
             prefix = f"{where}: " if where else ""
+            if name in self.jax_names:
+                raise PerElementAxisError(
+                    f"{prefix}axis {name!r} is a name of the positional nx.xmap body around this, where "
+                    "values are per element along it (as in xmap): reduce over it with a collective, "
+                    f"jax.lax.psum(x, {name!r}) or nx.psum(x, {name!r}) (pmean, pmax, all_gather, ...), "
+                    f"and read its index with jax.lax.axis_index({name!r})") from None
             bound = sorted(self.sizes)
             hint = (f"axis names bound here: {fmt_names(bound)}" if bound
                     else "no nx.xmap or nx.shard_map binds any axis here")
@@ -201,6 +222,28 @@ def bind(sizes: Mapping[str, int], *, resources: Mapping[str, tuple] | None = No
         resources={**env.resources, **(resources or {})}, loops={**env.loops, **(loops or {})}))
 
 
+def bind_positional(names: Mapping[str, int], *, own: Iterable[str],
+                    resources: Mapping[str, tuple] | None = None, mesh: Any = None,
+                    loops: Mapping[str, int] | None = None,
+                    where: str = "nx.xmap") -> contextlib.AbstractContextManager[AxisEnv]:
+    """The region of a positional ``nx.xmap`` body: ``names`` are JAX axis names there (see
+    :attr:`AxisEnv.jax_names`). A name of ``names`` that an enclosing region bound by size (it is passed
+    through, and the body is mapped over it too) moves from ``sizes`` to ``jax_names``: values are per
+    element along it now. A name of ``own`` (the ones this ``nx.xmap`` defines) bound outside is an
+    :class:`AxisNameShadowingError`, as in xmap."""
+    env = current()
+    shadowed = sorted(set(own) & (set(env.sizes) | set(env.jax_names)))
+    if shadowed:
+        raise AxisNameShadowingError(
+            f"{where}: axis names {fmt_names(shadowed)} are already bound by an enclosing nx.xmap "
+            "(disallowed axis name shadowing); rename the inner axes")
+    sizes = {n: s for n, s in env.sizes.items() if n not in names}
+    return _install(dataclasses.replace(
+        env, sizes=sizes, local=frozenset(), mesh=env.mesh if mesh is None else mesh,
+        resources={**env.resources, **(resources or {})}, loops={**env.loops, **(loops or {})},
+        jax_names={**env.jax_names, **names}))
+
+
 def loop_scope(name: str, length: int) -> contextlib.AbstractContextManager[AxisEnv]:
     """Bring serial loop ``name`` of ``length`` chunks into scope (``with nx.serial_loop(name, length):``).
 
@@ -225,7 +268,7 @@ def bind_blocks(sizes: Mapping[str, int], split: Mapping[str, tuple[str, ...]], 
 def _unshadowed(sizes: Mapping[str, int], where: str) -> AxisEnv:
     """The environment in force, after checking that no name of ``sizes`` is bound already (xmap's rule)."""
     env = current()
-    shadowed = sorted(set(sizes) & set(env.sizes))
+    shadowed = sorted(set(sizes) & (set(env.sizes) | set(env.jax_names)))
     if shadowed:
         raise AxisNameShadowingError(
             f"{where}: axis names {fmt_names(shadowed)} are already bound by an enclosing nx.xmap or "

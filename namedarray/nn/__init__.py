@@ -55,6 +55,7 @@ from ..errors import (
     AxisSizeError,
     AxisSpecError,
     DuplicateAxisError,
+    PerElementAxisError,
     PositionalAxisError,
     describe,
     fmt_names,
@@ -163,6 +164,48 @@ def _static_axis(axis: Any) -> Any:
 _PY_SCALARS = (int, float, complex, bool)
 
 
+def _per_element_axes(axis: Any) -> tuple[tuple, tuple[str, ...]] | None:
+    """Inside a positional ``nx.xmap`` body, an ``axis`` naming the map's names (JAX axis names there, along
+    which values are per element): (the rest of ``axis``, those names); else None."""
+    jax_names = _env.current().jax_names
+    if not jax_names:
+        return None
+    items = tuple(axis) if isinstance(axis, (tuple, list)) else (axis,)
+    theirs = tuple(a for a in items if isinstance(a, str) and a in jax_names)
+    if not theirs:
+        return None
+    return tuple(a for a in items if a not in theirs), theirs
+
+
+def _only_positional(rest: tuple, names: tuple[str, ...], where: str) -> tuple[int, ...]:
+    if any(isinstance(a, str) for a in rest):
+        raise PerElementAxisError(
+            f"{where}: axis mixes names of the positional nx.xmap body around it ({fmt_names(names)}) with "
+            f"other names ({fmt_names([a for a in rest if isinstance(a, str)])}); reduce those first")
+    return tuple(operator.index(a) for a in rest)
+
+
+def _per_element_softmax(x: Any, axis: Any, log: bool, where: str) -> Any:
+    """softmax / log_softmax over map names on per-element values: the collectives combine the elements."""
+    rest, names = _per_element_axes(axis)
+    pos = _only_positional(rest, names, where)
+    x = jnp.asarray(x)
+    top = jax.lax.pmax(jax.lax.stop_gradient(jnp.max(x, axis=pos, keepdims=True)), names)  # pmax has no JVP
+    shifted = x - top
+    total = jax.lax.psum(jnp.sum(jnp.exp(shifted), axis=pos, keepdims=True), names)
+    return shifted - jnp.log(total) if log else jnp.exp(shifted) / total
+
+
+def _per_element_logsumexp(a: Any, axis: Any, keepdims: bool, where: str) -> Any:
+    rest, names = _per_element_axes(axis)
+    pos = _only_positional(rest, names, where)
+    a = jnp.asarray(a)
+    top = jax.lax.pmax(jax.lax.stop_gradient(jnp.max(a, axis=pos, keepdims=True)), names)
+    top = jnp.where(jnp.isfinite(top), top, 0)
+    out = jnp.log(jax.lax.psum(jnp.sum(jnp.exp(a - top), axis=pos, keepdims=True), names)) + top
+    return out if keepdims else jnp.squeeze(out, pos)
+
+
 def _plain(fn: Callable, x: Any, axis: Any, kwargs: dict, where: str) -> Any:
     """``fn(x, axis=axis, **kwargs)`` on a value without names; an error naming the argument when it fails
     on a mistyped one (:func:`~namedarray.engine.arguments.mistyped`) or on an axis ``x`` does not have."""
@@ -263,6 +306,8 @@ def softmax(x: Any, axis: Axis = -1, where: Any = None) -> Any:
     """
     if type(x) is not NamedArray and type(where) is not NamedArray and not _has_name(axis):
         return _plain(jax.nn.softmax, x, axis, {"where": where}, "nx.nn.softmax")
+    if where is None and _per_element_axes(axis) is not None:
+        return _per_element_softmax(x, axis, False, "nx.nn.softmax")
     engine.require_operands("nx.nn.softmax", (x, where), ("x", "where"), optional=("where",))
     return engine.run(_softmax_impl, (False, _static_axis(axis), "nx.nn.softmax"), (x, where))
 
@@ -277,6 +322,8 @@ def log_softmax(x: Any, axis: Axis = -1, where: Any = None) -> Any:
     """
     if type(x) is not NamedArray and type(where) is not NamedArray and not _has_name(axis):
         return _plain(jax.nn.log_softmax, x, axis, {"where": where}, "nx.nn.log_softmax")
+    if where is None and _per_element_axes(axis) is not None:
+        return _per_element_softmax(x, axis, True, "nx.nn.log_softmax")
     engine.require_operands("nx.nn.log_softmax", (x, where), ("x", "where"), optional=("where",))
     return engine.run(_softmax_impl, (True, _static_axis(axis), "nx.nn.log_softmax"), (x, where))
 
@@ -329,6 +376,8 @@ def logsumexp(a: Any, axis: Axis = None, b: Any = None, keepdims: bool = False, 
     if not any(type(v) is NamedArray for v in (a, b, where)) and not _has_name(axis):
         return _plain(jax.nn.logsumexp, a, axis, {"b": b, "keepdims": keepdims, "return_sign": return_sign,
                                                   "where": where}, "nx.nn.logsumexp")
+    if b is None and where is None and not return_sign and _per_element_axes(axis) is not None:
+        return _per_element_logsumexp(a, axis, keepdims, "nx.nn.logsumexp")
     engine.require_operands("nx.nn.logsumexp", (a, b, where), ("a", "b", "where"), optional=("b", "where"))
     static = (False, _static_axis(axis), bool(keepdims), bool(return_sign), "nx.nn.logsumexp")
     return engine.run(_lse_impl, static, (a, b, where))
@@ -451,6 +500,14 @@ def one_hot(x: Any, num_classes: int, *, dtype: Any = None, axis: int | str = -1
     except TypeError:
         raise TypeError(f"{where}: num_classes must be a static int, got {num_classes!r}") from None
     env = _env.current()
+    if axis in env.jax_names and type(x) is not NamedArray:
+        # inside a positional nx.xmap body the class axis is the map's name: this element's class
+        if env.jax_names[axis] != num_classes:
+            raise AxisSizeError(f"{where}: Expected num_classes to match the size of axis {axis}, but "
+                                f"{num_classes} != {env.jax_names[axis]} (axis {axis!r} is a name of the "
+                                "enclosing nx.xmap)")
+        hit = jnp.asarray(x) == jax.lax.axis_index(axis)
+        return hit.astype(jnp.result_type(float) if dtype is None else dtype)
     if env.is_bound(axis) and env.size(axis, where) != num_classes:
         raise AxisSizeError(f"{where}: Expected num_classes to match the size of axis {axis}, but "
                             f"{num_classes} != {env.size(axis)} (axis {axis!r} is bound by an enclosing "

@@ -446,6 +446,29 @@ def _pdot_impl(static, x, y):
     return _make(out, tuple(n for _, n in named))
 
 
+@functools.partial(jax.custom_vjp, nondiff_argnums=(2, 3, 4, 5, 6))
+def _pdot_per_element(x, y, names, pc, pb, precision, preferred_element_type):
+    """xmap's ``pdot`` on per-element values: the psum of the local ``dot_general``. Its transpose is the
+    local one's, without a psum (xmap's rule: each element's cotangent is its own), which ``lax.psum``'s
+    own transpose would add."""
+    return lax.psum(lax.dot_general(x, y, (pc, pb), precision=precision,
+                                    preferred_element_type=preferred_element_type), names)
+
+
+def _pdot_per_element_fwd(x, y, names, pc, pb, precision, preferred_element_type):
+    return _pdot_per_element(x, y, names, pc, pb, precision, preferred_element_type), (x, y)
+
+
+def _pdot_per_element_bwd(names, pc, pb, precision, preferred_element_type, res, g):
+    x, y = res
+    _, pull = jax.vjp(lambda a, b: lax.dot_general(a, b, (pc, pb), precision=precision,
+                                                   preferred_element_type=preferred_element_type), x, y)
+    return pull(g)
+
+
+_pdot_per_element.defvjp(_pdot_per_element_fwd, _pdot_per_element_bwd)
+
+
 def pdot(x: Any, y: Any, axis_name: str | Sequence[str], pos_contract: Any = _NO_AXES,
          pos_batch: Any = _NO_AXES, precision: Any = None, *,
          preferred_element_type: Any = None) -> NamedArray | jax.Array:
@@ -468,6 +491,10 @@ def pdot(x: Any, y: Any, axis_name: str | Sequence[str], pos_contract: Any = _NO
     names = (axis_name,) if type(axis_name) is str else _name_tuple(axis_name, where)
     pc = _pos_pair(pos_contract, "pos_contract", where)
     pb = _pos_pair(pos_batch, "pos_batch", where)
+    if set(names) & set(_env.current().jax_names) and type(x) is not NamedArray and type(y) is not NamedArray:
+        # inside a positional nx.xmap body the map's names are JAX axis names and values are per element
+        # along them: xmap's own definition of pdot
+        return _pdot_per_element(x, y, names, pc, pb, precision, preferred_element_type)
     ops = _operands((x, y), where)
     out = engine.run(_pdot_impl, (names, pc, pb, precision, preferred_element_type, where), ops)
     return _result(out, ops)

@@ -27,6 +27,11 @@ Effect on named shapes (xmap's, except that ``psum_scatter`` keeps the name it s
 A tuple of names acts as one axis whose index is the row-major linear index over the names in the order
 given, as in JAX.
 
+Inside a positional ``nx.xmap`` body (one that receives per-element arrays, as xmap's did) the map's names
+are JAX axis names (``jax.vmap``'s ``axis_name``), and a value there is one element of the map: each
+collective over such a name is JAX's own (``nx.psum(x, "i")`` is ``jax.lax.psum(x, "i")``), with JAX's
+effect on shapes, so code may use either spelling.
+
 >>> import namedarray as nx, jax.numpy as jnp
 >>> x = nx.wrap(jnp.arange(6.0).reshape(2, 3), ["i", "j"])
 >>> nx.psum(x, "i").named_shape
@@ -117,6 +122,20 @@ def _check_not_mapped_unsplit(names: Sequence[Any], where: str) -> None:
                 "argument carries it, so it is not split into blocks here and those mesh axes are not "
                 f"manual: a collective over it would act on whole values, not on blocks. Pass an argument "
                 f"that carries {n!r}, or leave it out of the resources")
+
+
+def _over_jax_names(axis_name: Any) -> bool:
+    """Whether ``axis_name`` names an axis of an enclosing positional ``nx.xmap`` body, where the map's
+    names are JAX axis names: the collective is then JAX's own, on per-element values."""
+    jax_names = _env.current().jax_names
+    if not jax_names:
+        return False
+    items = axis_name if isinstance(axis_name, (tuple, list)) else (axis_name,)
+    return any(isinstance(a, str) and a in jax_names for a in items)
+
+
+def _jax_axis(axis_name: Any) -> Any:
+    return tuple(axis_name) if isinstance(axis_name, list) else axis_name
 
 
 def _bound_sizes(names: Sequence[str], where: str) -> list[int]:
@@ -263,8 +282,20 @@ _REDUCERS = {"sum": _sum, "mean": jnp.mean, "max": jnp.max, "min": jnp.min}
 engine.BLOCK_COMBINE[_sum] = "sum"  # inside nx.shard_map: a psum over a split name adds up the blocks
 
 
+_JAX_REDUCERS = {"sum": jax.lax.psum, "mean": jax.lax.pmean, "max": jax.lax.pmax, "min": jax.lax.pmin}
+
+
 def _reduce(kind: str, x, axis_name, where: str):
     items = _items(axis_name, where)
+    if _over_jax_names(items):
+        # the names of a positional nx.xmap body are JAX's there; any other names (of NamedArrays made in
+        # the body) and positional ints are reduced by nx first
+        jax_names = _env.current().jax_names
+        theirs = tuple(a for a in items if isinstance(a, str) and a in jax_names)
+        ours = tuple(a for a in items if not (isinstance(a, str) and a in jax_names))
+        if ours:
+            x = _reduce(kind, x, ours, where)
+        return _JAX_REDUCERS[kind](x, theirs)
     _check_not_mapped_unsplit(items, where)
     axis = items if isinstance(axis_name, (tuple, list)) else axis_name
 
@@ -364,6 +395,8 @@ def all_gather(x: Any, axis_name: str | Sequence[str], *, axis: int = 0, tiled: 
     (6,)
     """
     where = "nx.all_gather"
+    if _over_jax_names(axis_name):
+        return jax.lax.all_gather(x, _jax_axis(axis_name), axis=axis, tiled=tiled)
     names = _names(axis_name, where)
     return _tree(lambda v: _restore(engine.run(_all_gather_impl, (names, axis, bool(tiled), where), (v,)), v),
                  x, where)
@@ -444,6 +477,11 @@ def ppermute(x: Any, axis_name: str | Sequence[str], perm: Sequence[tuple[int, i
     [3, 1, 2]
     """
     where = "nx.ppermute"
+    if _over_jax_names(axis_name) and (perm is None) != (shift is None):
+        if perm is None:
+            n = jax.lax.axis_size(_jax_axis(axis_name))
+            perm = [(j, (j + operator.index(shift)) % n) for j in range(n)]
+        return jax.lax.ppermute(x, _jax_axis(axis_name), perm)
     names = _names(axis_name, where)
     if (perm is None) == (shift is None):
         raise AxisSpecError(f"{where}: give exactly one of perm (a list of (source, destination) pairs) and "
@@ -490,6 +528,8 @@ def pshuffle(x: Any, axis_name: str | Sequence[str], perm: Sequence[int]) -> Any
     [3, 1, 2, 0]
     """
     where = "nx.pshuffle"
+    if _over_jax_names(axis_name):
+        return jax.lax.pshuffle(x, _jax_axis(axis_name), perm)
     names = _names(axis_name, where)
     try:
         perm = tuple(operator.index(i) for i in perm)
@@ -533,6 +573,8 @@ def psum_scatter(x: Any, axis_name: str | Sequence[str], *, scatter_dimension: i
     ((), {'i': 2}, [2.0, 2.0])
     """
     where = "nx.psum_scatter"
+    if _over_jax_names(axis_name):
+        return jax.lax.psum_scatter(x, _jax_axis(axis_name), scatter_dimension=scatter_dimension, tiled=tiled)
     names = _names(axis_name, where)
     static = (names, scatter_dimension, bool(tiled), where)
     return _tree(lambda v: engine.run(_psum_scatter_impl, static, (v,)), x, where)
@@ -601,6 +643,8 @@ def all_to_all(x: Any, axis_name: str | Sequence[str], split_axis: int, concat_a
     [[0, 3, 6], [1, 4, 7], [2, 5, 8]]
     """
     where = "nx.all_to_all"
+    if _over_jax_names(axis_name):
+        return jax.lax.all_to_all(x, _jax_axis(axis_name), split_axis, concat_axis, tiled=tiled)
     names = _names(axis_name, where)
     static = (names, split_axis, concat_axis, bool(tiled), where)
     return _tree(lambda v: engine.run(_all_to_all_impl, static, (v,)), x, where)
@@ -641,6 +685,8 @@ def pbroadcast(x: Any, axis_name: str | Sequence[str], source: int) -> Any:
     6
     """
     where = "nx.pbroadcast"
+    if _over_jax_names(axis_name):
+        return jax.lax.pbroadcast(x, _jax_axis(axis_name), source)
     names = _names(axis_name, where)
     try:
         source = operator.index(source)
@@ -661,6 +707,8 @@ def pcast(x: Any, axis_name: str | Sequence[str], *, to: str) -> Any:
     True
     """
     where = "nx.pcast"
+    if _over_jax_names(axis_name):
+        return x
     names = _names(axis_name, where)
 
     def check(v):
@@ -690,6 +738,8 @@ def axis_index(axis_name: str | Sequence[str]) -> NamedArray:
     [[0, 1, 2], [3, 4, 5]]
     """
     where = "nx.axis_index"
+    if _over_jax_names(axis_name):
+        return jax.lax.axis_index(_jax_axis(axis_name))
     names = _names(axis_name, where)
     sizes = _bound_sizes(names, where)
     if not _split_names(names):
@@ -721,4 +771,6 @@ def axis_size(axis_name: str | Sequence[str]) -> int:
     8
     """
     where = "nx.axis_size"
+    if _over_jax_names(axis_name):
+        return jax.lax.axis_size(_jax_axis(axis_name))
     return math.prod(_bound_sizes(_names(axis_name, where), where))
