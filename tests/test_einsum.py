@@ -316,8 +316,9 @@ def _xy():
     ("{i,j},{j,k->{i,k}", "unterminated brace"),
     ("{i,j},{j,k}->{i,k", "unterminated brace"),
     ("{i,j},{j,k}}->{i,k}", "unmatched '}'"),
-    ("I{i,j},{j,k}->{i,k}", "uppercase letter 'I'"),
-    ("{i,j},{j,k}->{i,k}K", "uppercase letter 'K'"),
+    ("I{i,j},{j,k}->{i,k}", "term 0 'I{i,j}' has 1 positional subscript but operand 0 has 0"),
+    ("{i,j},{j,k}->{i,k}K", "output subscript 'K' appears in no input term"),
+    ("{i,j},{j,k}->{i,k}2", "invalid character '2'"),
     ("{i,,j},{j,k}->{i,k}", "empty axis name"),
     ("{i,j,i},{j,k}->{i,k}", "axis name 'i' appears twice"),
     ("{i,j},{j,k}->{i,k,i}", "axis name 'i' appears twice"),
@@ -404,3 +405,12 @@ def test_plan_uses_a_fixed_path():
     pl = einsum_mod.plan("ij,jk,kl->il", (((2, 3), None), ((3, 4), None), ((4, 5), None)))
     assert isinstance(pl.path, tuple) and len(pl.path) == 2
     assert einsum_mod.plan("ij,jk->ik", (((2, 3), None), ((3, 4), None))).path is False
+
+
+def test_upper_case_letters_are_positional_subscripts_as_in_numpy():
+    rng = np.random.default_rng(0)
+    q, k = rng.normal(size=(5, 2, 3)), rng.normal(size=(4, 2, 3))
+    got = nx.einsum("thd,Thd->htT", q, k)
+    np.testing.assert_allclose(got, np.einsum("thd,Thd->htT", q, k), rtol=1e-5)
+    named = nx.einsum("tD{h},TD{h}->{h}tT", nx.wrap(q, {1: "h"}), nx.wrap(k, {1: "h"}))
+    np.testing.assert_allclose(named.unwrap(["h", ...]), np.einsum("thd,Thd->htT", q, k), rtol=1e-5)

@@ -226,3 +226,36 @@ def test_update_errors_name_the_axis():
         x.at[{"seq": nx.wrap(jnp.array([0, 1]), ["b"]), "b": 0}].set(1.0)
     with pytest.raises(errors.AxisSizeError, match="axis 'b' has size 3 in the index for axis 'seq'"):
         x.at[{"seq": nx.wrap(jnp.array([0, 1, 2]), ["b"])}].get()
+
+
+@pytest.mark.parametrize("method", ["set", "add", "max"])
+def test_scatter_names_write_several_positions_into_one_array(method):
+    # Haliax's cache write: two new tokens per batch element at positions lengths, lengths + 1
+    rng = np.random.default_rng(0)
+    base = rng.normal(size=(3, 8, 5)).astype(np.float32)
+    lengths = np.array([0, 3, 6])
+    kv = rng.normal(size=(3, 2, 5)).astype(np.float32)
+    cache = nx.wrap(base, ["batch", "seq", None])
+    index = nx.wrap(jnp.asarray(lengths), ["batch"]) + nx.arange(2, name="new")
+    values = nx.wrap(kv, ["batch", "new", None])
+    got = getattr(cache.at[{"seq": index}], method)(values, scatter="new")
+    assert got.named_shape == {"batch": 3, "seq": 8}
+    want = base.copy()
+    for b in range(3):
+        for j in range(2):
+            s = lengths[b] + j
+            want[b, s] = {"set": kv[b, j], "add": want[b, s] + kv[b, j],
+                          "max": np.maximum(want[b, s], kv[b, j])}[method]
+    np.testing.assert_allclose(got.unwrap(["batch", "seq", ...]), want, rtol=1e-6)
+    # without scatter= the index's name is mapped over: one updated copy per new position
+    mapped = cache.at[{"seq": index}].set(values)
+    assert mapped.named_shape == {"batch": 3, "seq": 8, "new": 2}
+
+
+def test_scatter_names_must_belong_to_the_index():
+    cache = nx.zeros({"batch": 2, "seq": 4})
+    index = nx.arange(2, name="new")
+    with pytest.raises(errors.AxisSpecError, match="no index array carries 'other'"):
+        cache.at[{"seq": index}].set(1.0, scatter="other")
+    with pytest.raises(errors.AxisSpecError, match="which the array itself carries"):
+        cache.at[{"seq": index}].set(1.0, scatter="batch")

@@ -845,8 +845,12 @@ def _exit(ctx: _Ctx, value: Any, leaf: _Leaf, label: str):
     if extra:
         raise UnplacedAxisError(
             f"{_WHERE}: {label} has an out_axes specification of {leaf.text}, but is actually mapped along "
-            f"more axes defined by this xmap call: {', '.join(extra)}. Give them positions in out_axes, or "
-            f"reduce them in the function (e.g. nx.sum(y, {extra[0]!r}))")
+            f"more axes defined by this xmap call: {', '.join(extra)}. Give them positions in out_axes, "
+            f"or remove them in the function: if the value is the same along {extra[0]!r} (for example "
+            f"a jax.lax collective inside nx.nmap already reduced it), take one element, "
+            f"y[{{{extra[0]!r}: 0}}]; "
+            f"if it varies, reduce it with the collective you mean (nx.psum(y, {extra[0]!r}) adds the "
+            "elements up, nx.pmean averages them)")
     p = x.ndim
     final_rank = p + len(placed)
     if spec.rank is not None and final_rank != spec.rank:

@@ -128,15 +128,12 @@ def parse(spec: str) -> Spec:
                 raise _err(spec, "'...' appears more than once in one term")
             ellipsis = len(letters)
             i += 3
-        elif "a" <= c <= "z":
+        elif c.isascii() and c.isalpha():  # a-z and A-Z, as in NumPy
             letters.append(c)
             i += 1
-        elif c.isupper():
-            raise _err(spec, f"uppercase letter {c!r} at position {i}: positional subscripts are the "
-                             f"lowercase letters a-z; write named axes in braces, e.g. '{{{c}}}'")
         else:
-            raise _err(spec, f"invalid character {c!r} at position {i}: a term holds lowercase letters, "
-                             "'...' and named axes in braces")
+            raise _err(spec, f"invalid character {c!r} at position {i}: a term holds the letters a-z and "
+                             "A-Z, '...' and named axes in braces")
     close(n)
     if arrow:
         *inputs, output = terms
@@ -514,8 +511,8 @@ def einsum(spec: str, *operands: Any, precision: Any = None, preferred_element_t
     Grammar (whitespace is ignored):
 
     * terms are separated by ``,``; an optional ``->`` introduces the output term;
-    * in a term, lowercase letters ``a``-``z`` name the positional axes, in order; ``...`` (at most once per
-      term) stands for the positional axes the letters do not cover, as in NumPy;
+    * in a term, letters ``a``-``z`` and ``A``-``Z`` name the positional axes, in order; ``...`` (at most
+      once per term) stands for the positional axes the letters do not cover, as in NumPy;
     * ``{name,name,...}`` lists named axes. Names may be multi-character, their order inside the braces is
       irrelevant, and a brace group may sit anywhere in the term (``"n{b}"``, ``"{b}n"`` and ``"{b}n{}"`` are
       the same term): positions come from the letters alone. ``{}`` is an empty group (handy for a scalar

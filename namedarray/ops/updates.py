@@ -22,6 +22,13 @@ over ``{qux, foo, bar}``, and its slice ``qux=k`` is ``a.at[{"bar": i[k]}].add(v
 ``{"new": None}`` axis belongs to the region only: the result has ``x``'s names (as ``x.at[None]`` has
 ``x``'s shape in NumPy).
 
+**Scatter: ``scatter=names``.** To write several positions into *one* array, name the index's axes that
+enumerate them: with ``cache`` over ``{batch, seq}``, ``cache.at[{"seq": lengths + nx.arange(2,
+name="new")}].set(kv, scatter="new")`` with ``kv`` over ``{batch, new}`` writes both new tokens of each
+batch element and is over ``{batch, seq}`` (NumPy's scatter: repeated positions keep one of the writes for
+``set``, add up for ``add``). The scatter names must be carried by the index arrays (named axes only), may
+be carried by ``values``, and never by ``x``.
+
 ``mode``, ``indices_are_sorted``, ``unique_indices`` and ``fill_value`` (for ``get``) mean what they mean
 for jax. An ``nx.ds`` window is clamped into the axis as ``jax.lax.dynamic_slice`` clamps (never out of
 bounds), whatever ``mode`` says.
@@ -118,7 +125,8 @@ class IndexUpdateRef:
         """
         return _at(self.x, self.index, "get", None, None, kwargs)
 
-    def set(self, values: Any, **kwargs: Any) -> NamedArray:
+    def set(self, values: Any, *, scatter: str | tuple[str, ...] | None = None,
+            **kwargs: Any) -> NamedArray:
         """``x`` with the region replaced by ``values`` (broadcast to it by name).
 
         >>> import namedarray as nx
@@ -126,7 +134,7 @@ class IndexUpdateRef:
         >>> x.at[{"b": slice(1, None)}, ].set(1.0).unwrap(["a", "b"]).tolist()
         [[0.0, 1.0, 1.0], [0.0, 1.0, 1.0]]
         """
-        return _at(self.x, self.index, "set", values, None, kwargs)
+        return _at(self.x, self.index, "set", values, None, kwargs, scatter)
 
     def apply(self, func: Callable, **kwargs: Any) -> NamedArray:
         """``x`` with the unary ufunc ``func`` applied to the region (``func.at`` in NumPy).
@@ -138,38 +146,45 @@ class IndexUpdateRef:
         """
         return _at(self.x, self.index, "apply", None, func, kwargs)
 
-    def add(self, values: Any, **kwargs: Any) -> NamedArray:
+    def add(self, values: Any, *, scatter: str | tuple[str, ...] | None = None,
+            **kwargs: Any) -> NamedArray:
         """``x`` with ``values`` added to the region (repeated indices add up).
 
         >>> import namedarray as nx, jax.numpy as jnp
         >>> nx.zeros({"a": 3}).at[{"a": jnp.array([0, 0, 2])}].add(1.0).unwrap(["a"]).tolist()
         [2.0, 0.0, 1.0]
         """
-        return _at(self.x, self.index, "add", values, None, kwargs)
+        return _at(self.x, self.index, "add", values, None, kwargs, scatter)
 
-    def subtract(self, values: Any, **kwargs: Any) -> NamedArray:
+    def subtract(self, values: Any, *, scatter: str | tuple[str, ...] | None = None,
+            **kwargs: Any) -> NamedArray:
         """``x`` with ``values`` subtracted from the region."""
-        return _at(self.x, self.index, "subtract", values, None, kwargs)
+        return _at(self.x, self.index, "subtract", values, None, kwargs, scatter)
 
-    def multiply(self, values: Any, **kwargs: Any) -> NamedArray:
+    def multiply(self, values: Any, *, scatter: str | tuple[str, ...] | None = None,
+            **kwargs: Any) -> NamedArray:
         """``x`` with the region multiplied by ``values``."""
-        return _at(self.x, self.index, "multiply", values, None, kwargs)
+        return _at(self.x, self.index, "multiply", values, None, kwargs, scatter)
 
-    def divide(self, values: Any, **kwargs: Any) -> NamedArray:
+    def divide(self, values: Any, *, scatter: str | tuple[str, ...] | None = None,
+            **kwargs: Any) -> NamedArray:
         """``x`` with the region divided by ``values``."""
-        return _at(self.x, self.index, "divide", values, None, kwargs)
+        return _at(self.x, self.index, "divide", values, None, kwargs, scatter)
 
-    def power(self, values: Any, **kwargs: Any) -> NamedArray:
+    def power(self, values: Any, *, scatter: str | tuple[str, ...] | None = None,
+            **kwargs: Any) -> NamedArray:
         """``x`` with the region raised to the power ``values``."""
-        return _at(self.x, self.index, "power", values, None, kwargs)
+        return _at(self.x, self.index, "power", values, None, kwargs, scatter)
 
-    def min(self, values: Any, **kwargs: Any) -> NamedArray:
+    def min(self, values: Any, *, scatter: str | tuple[str, ...] | None = None,
+            **kwargs: Any) -> NamedArray:
         """``x`` with the region replaced by its minimum with ``values``."""
-        return _at(self.x, self.index, "min", values, None, kwargs)
+        return _at(self.x, self.index, "min", values, None, kwargs, scatter)
 
-    def max(self, values: Any, **kwargs: Any) -> NamedArray:
+    def max(self, values: Any, *, scatter: str | tuple[str, ...] | None = None,
+            **kwargs: Any) -> NamedArray:
         """``x`` with the region replaced by its maximum with ``values``."""
-        return _at(self.x, self.index, "max", values, None, kwargs)
+        return _at(self.x, self.index, "max", values, None, kwargs, scatter)
 
 
 def getitem(x: NamedArray, index: Any) -> NamedArray:
@@ -280,13 +295,75 @@ def _entries(i: Any, arrays: list, where: str, name: str | None, size: int | Non
     return [("arr", len(arrays) - 1)]
 
 
-def _at(x: Any, index: Any, method: str, values: Any, func: Callable | None, kwargs: dict) -> Any:
+def _at(x: Any, index: Any, method: str, values: Any, func: Callable | None, kwargs: dict,
+        scatter: Any = None) -> Any:
     where = f"x.at[...].{method}"
     if type(x) is not NamedArray:
         raise TypeError(f"{where}: expected a NamedArray, got {type(x).__name__}")
+    if scatter is not None:
+        index, values = _scattered(x, index, values, scatter, where)
     pos, named, arrays = _template(x, index, where)
     static = (method, pos, named, func, tuple(sorted(kwargs.items())), where)
     return engine.run(_at_impl, static, (x, values, *arrays))
+
+
+def _scattered(x: NamedArray, index: Any, values: Any, scatter: Any, where: str) -> tuple[Any, Any]:
+    """``scatter=names``: the names of the index arrays that enumerate positions written into one array.
+
+    They become the trailing advanced-index axes of the region (positional, in the order given) in the
+    index arrays and in ``values``, so that one scatter writes every position; the result keeps ``x``'s
+    names. Without it such a name is mapped over (the union rule): one updated copy of ``x`` per position.
+    """
+    names = (scatter,) if isinstance(scatter, str) else tuple(scatter)
+    for n in names:
+        check_name(n, where + " scatter=")
+    if len(set(names)) != len(names):
+        raise DuplicateAxisError(f"{where}: scatter={scatter!r} lists an axis twice")
+    clash = [n for n in names if n in x.names]
+    if clash:
+        raise AxisSpecError(f"{where}: scatter={scatter!r} names {fmt_names(clash)}, which the array itself "
+                            "carries; scatter names are the index's own axes, enumerating positions to write")
+    items = index if type(index) is tuple else (index,)
+    seen: set[str] = set()
+    sizes: dict[str, int] = {}
+
+    def positional(a: NamedArray, label: str) -> NamedArray:
+        present = [n for n in names if n in a.names]
+        if not present:
+            return a
+        if a.ndim:
+            raise AxisSpecError(f"{where}: index {label} has positional axes {a.shape} besides the scatter "
+                                f"axes {fmt_names(present)}; give it named axes only")
+        seen.update(present)
+        for n in present:
+            sizes[n] = a.named_shape[n]
+        out = a.untag(*present)
+        return out.reshape(tuple(sizes[n] if n in present else 1 for n in names))
+
+    out_items = []
+    for i in items:
+        if isinstance(i, Mapping):
+            out_items.append({n: positional(v, repr(n)) if type(v) is NamedArray else v
+                              for n, v in i.items()})
+        else:
+            if type(i) is NamedArray and set(names) & set(i.names):
+                raise AxisSpecError(f"{where}: scatter axes {fmt_names(names)} on a positional index: put "
+                                    "the index in a dict for the named axis it selects along")
+            out_items.append(i)
+    missing = [n for n in names if n not in seen]
+    if missing:
+        raise AxisSpecError(f"{where}: scatter={scatter!r}, but no index array carries "
+                            f"{fmt_names(missing)}")
+    if type(values) is NamedArray:
+        present = [n for n in names if n in values.names]
+        for n in present:
+            if values.named_shape[n] != sizes[n]:
+                raise AxisSizeError(f"{where}: axis {n!r} has size {sizes[n]} in the index and "
+                                    f"{values.named_shape[n]} in the values")
+        v = values.untag(*present)
+        values = v.reshape(v.shape[:values.ndim] + tuple(sizes[n] if n in present else 1 for n in names))
+    new_index = tuple(out_items) if type(index) is tuple else out_items[0]
+    return new_index, values
 
 
 # --------------------------------------------------------------------------------------------------------

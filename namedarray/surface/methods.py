@@ -23,6 +23,7 @@ import numpy as np
 from ..core.array import NamedArray
 from ..core.wrapping import rename, unwrap, wrap
 from ..engine import registry
+from ..errors import PositionalMisuseError, fmt_names
 from ..ops import contract, indexing, structural  # noqa: F401  (their declarations replace the mirror's defaults)
 from ..ops.mirror import EXCLUDED, FUNCTIONS
 from ..ops.surgery import flatten, tag, unflatten, untag
@@ -236,9 +237,9 @@ def install(nx: object = _Namespace()) -> None:
 
 def _array_ufunc(nx):
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
-        if kwargs.get("out") is not None:
-            return NotImplemented
-        kwargs.pop("out", None)
+        out_arrays = kwargs.pop("out", None)
+        if out_arrays is not None:
+            return _into(nx, ufunc, method, inputs, kwargs, out_arrays)
         if method == "__call__":
             f = getattr(nx, ufunc.__name__, None)
             if f is None:
@@ -254,6 +255,25 @@ def _array_ufunc(nx):
         return NotImplemented
 
     return __array_ufunc__
+
+
+def _into(nx, ufunc, method, inputs, kwargs, out_arrays):
+    """``np_array += x`` (a ufunc with ``out=``): computed by nx, then stored in the NumPy array, as NumPy
+    stores a jax array's result. A result that carries named axes has nowhere to go in a NumPy array: an
+    error that says to rebind instead (``a = a + x``)."""
+    if method != "__call__" or len(out_arrays) != 1 or not isinstance(out_arrays[0], np.ndarray):
+        return NotImplemented
+    target = out_arrays[0]
+    result = getattr(nx, ufunc.__name__)(*inputs, **kwargs)
+    if type(result) is NamedArray and result.names:
+        raise PositionalMisuseError(
+            f"np.{ufunc.__name__} with out= (an in-place operator such as `a += x` on a NumPy array): the "
+            f"result carries named axes {fmt_names(result.names)} (named shape "
+            f"{dict(result.named_shape)}), which a NumPy array of shape {target.shape} cannot hold; rebind "
+            "instead (`a = a + x` gives a NamedArray), or place the names first (x.unwrap([...]))")
+    data = result.data if type(result) is NamedArray else result
+    np.copyto(target, np.asarray(data), casting="same_kind")
+    return target
 
 
 _UFUNC_REDUCE = {"add": "sum", "multiply": "prod", "maximum": "max", "minimum": "min",
