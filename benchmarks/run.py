@@ -14,7 +14,8 @@ import subprocess
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-SCRIPTS = ["eager.py", "jit_models.py", "gpt.py", "llama.py", "sharded.py", "sharded_llama.py", "plan.py"]
+SCRIPTS = ["eager.py", "jit_models.py", "gpt.py", "llama.py", "sharded.py", "sharded_llama.py", "plan.py",
+           "xmap_port.py"]
 
 
 def main() -> int:

@@ -22,19 +22,15 @@ import namedarray as nx
 from namedarray import errors
 
 PROGRAMS = pathlib.Path(__file__).resolve().parent / "xmap_programs"
+sys.path.insert(0, str(PROGRAMS))
+import ported  # noqa: E402
+
 ANSWERS = json.loads((PROGRAMS / "answers.json").read_text())
 
 
 def port(name: str) -> types.ModuleType:
     """The program's module, with its jax.experimental.maps import line changed to namedarray.maps."""
-    source = (PROGRAMS / f"{name}.py").read_text()
-    assert source.count("from jax.experimental.maps import") == 1
-    ported = source.replace("from jax.experimental.maps import", "from namedarray.maps import")
-    module = types.ModuleType(f"ported_{name}")
-    module.__file__ = str(PROGRAMS / f"{name}.py")
-    sys.modules[module.__name__] = module  # haiku and dataclasses look modules up by name
-    exec(compile(ported, module.__file__, "exec"), module.__dict__)
-    return module
+    return ported.load(name, "namedarray.maps")
 
 
 def close(a, b, rtol=1e-5, atol=1e-6):

@@ -330,7 +330,29 @@ def _set_text(names) -> str:
 # instead, one member of a family (a new mesh or rule context is a new entry). Both are locked LRUs of
 # core/caches.py: nx.clear_caches() empties them, caches.resize() bounds them.
 _SHARED: caches.LRU[tuple, Callable] = caches.LRU("nx.xmap compilations", 256)
+# The same compiled call with the arguments' layouts as jit's in_shardings, per (configuration, context,
+# argument structure, leaf shapes): what _place_args decides once, so that a call then costs what jax.jit's
+# own dispatch costs (jit compares and places the leaves). Keys hold no arrays.
+_PLACED: caches.LRU[tuple, Any] = caches.LRU("nx.xmap compilations with argument layouts", 256)
+_SLOW = object()  # in _PLACED: arguments of this structure go through _place_args
 _OWN = caches.LRUFamily("nx.xmap compilations of configurations that are not keys", 8)
+
+
+class _HashedKey:
+    """A configuration key whose hash is computed once (it is part of every call's cache lookup)."""
+
+    __slots__ = ("key", "_hash")
+
+    def __init__(self, key: tuple):
+        self.key = key
+        self._hash = hash(key)
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __eq__(self, other: object) -> bool:
+        return self is other or (isinstance(other, _HashedKey) and self._hash == other._hash
+                                 and self.key == other.key)
 
 
 class XMapped:
@@ -345,6 +367,8 @@ class XMapped:
                  backend=None):
         self._cfg = _Config(fun, in_axes, out_axes, axis_sizes, axis_resources, donate_argnums, backend)
         self._own = _OWN.new() if self._cfg.key is None else None
+        self._hkey = None if self._cfg.key is None else _HashedKey(self._cfg.key)
+        self._memo: tuple | None = None  # (environment, mesh token, plan, key) of the last resolve
         self._backend_checked = False
         functools.update_wrapper(self, fun, updated=())
 
@@ -375,13 +399,45 @@ class XMapped:
         # another thread stored one meanwhile, that one is used, so all callers share one compilation.
         return cache.setdefault(k, jax.jit(_named_trace(cfg, plan), donate_argnums=cfg.donate_argnums))
 
+    def _placed(self, plan: _res.Plan, key: tuple, outer: _env.AxisEnv,
+                args: tuple) -> tuple[Callable | None, Any]:
+        """The compiled call with jit's in_shardings set to the layouts the arguments' names require, for
+        arguments of this structure; None where it cannot be used (a multi-process run, whose arguments
+        are process-local blocks; an unhashable configuration; donated arguments, which _place_args moves
+        with their donation; a structure for which it failed before); and its cache key.
+
+        The layouts are decided for the shapes of the first call of a structure: a later call whose sizes
+        that layout does not divide fails jit's check and takes :func:`_place_args` from then on."""
+        if self._hkey is None or self._cfg.donate_argnums or jax.process_count() > 1:
+            return None, None
+        k = (self._hkey, key, None if outer is _env.EMPTY else outer, jax.tree.structure(args))
+        fn = _PLACED.get(k)
+        if fn is None:
+            cfg = self._cfg
+            leaves, tree = jax.tree.flatten(args, is_leaf=is_named)
+            targets = _leaf_targets(cfg, plan, args, len(leaves))
+            fn = _PLACED.setdefault(k, jax.jit(_named_trace(cfg, plan), donate_argnums=cfg.donate_argnums,
+                                              in_shardings=jax.tree.unflatten(tree, targets)))
+        return (None if fn is _SLOW else fn), k
+
+    def _resolve(self, outer: _env.AxisEnv) -> tuple[_res.Plan, tuple]:
+        """:func:`resources.resolve`, remembered while the mesh context and the environment stay the same
+        objects (a loop calling the same xmap resolves once)."""
+        token = placement.mesh_token()
+        memo = self._memo
+        if memo is not None and memo[0] is outer and memo[1] == token:
+            return memo[2], memo[3]
+        plan, key = _res.resolve(self._cfg.resources, _WHERE)
+        self._memo = (outer, token, plan, key)
+        return plan, key
+
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if kwargs:
             raise TypeError(f"{_WHERE}: xmapped functions accept positional arguments only, got keyword "
                             f"arguments {sorted(kwargs)}")
         self._check_backend()
-        plan, key = _res.resolve(self._cfg.resources, _WHERE)
         outer = _env.current()
+        plan, key = self._resolve(outer)
         if outer.sizes or outer.jax_names:
             # Inside an enclosing nx.xmap: already being traced there; run inline (its names pass through).
             return _trace(self._cfg, plan, *args)
@@ -389,6 +445,17 @@ class XMapped:
             if self._cfg.backend is not None and plan.mesh is None:
                 args = _to_backend(args, self._cfg.backend)
             if plan.mesh is not None and not isinstance(plan.mesh, jax.sharding.AbstractMesh):
+                fast, placed_key = self._placed(plan, key, outer, args)
+                if fast is not None:
+                    try:
+                        with _env.synced():
+                            return fast(*args)
+                    except ValueError as e:
+                        if isinstance(e, NamedAxisError):
+                            raise
+                        # an argument committed to another layout (jit does not move those), or sizes
+                        # its layout does not divide: placed one by one below, and said there if wrong
+                        _PLACED.put(placed_key, _SLOW)
                 args = _place_args(self._cfg, plan, args, donate=True)
             with _env.synced():
                 return self._compiled(plan, key, outer)(*args)
@@ -425,6 +492,22 @@ def _named_trace(cfg: _Config, plan: _res.Plan) -> Callable:
     call.__name__ = "xmap_" + "".join(c if c.isalnum() else "_" for c in cfg.name)
     call.__qualname__ = call.__name__
     return call
+
+
+def _leaf_targets(cfg: _Config, plan: _res.Plan, args: tuple, n: int) -> tuple:
+    """The sharding each argument leaf must have (None: left as it is), in flattening order."""
+    try:
+        matched, _ = _match(cfg.in_tree, cfg.in_leaves, args, "in_axes", cfg.in_axes, len(args))
+    except AxisSpecError:
+        return (None,) * n
+    msizes = placement.mesh_sizes(plan.mesh)
+    out = []
+    for leaf, _, v in matched:
+        t = None
+        if isinstance(v, (jax.Array, np.ndarray)) and not isinstance(v, _Tracer):
+            t = _arg_sharding(leaf.spec, v.shape, plan, msizes)
+        out.append(t)
+    return tuple(out) if len(out) == n else (None,) * n
 
 
 def _place_args(cfg: _Config, plan: _res.Plan, args: tuple, donate: bool = False) -> tuple:
