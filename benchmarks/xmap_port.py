@@ -56,9 +56,10 @@ def _vmap_maps() -> types.ModuleType:
             f = fun
             for depth in reversed(range(len(names))):
                 n = names[depth]
-                ins = tuple(jax.tree_util.tree_map(lambda s: 0 if n in names_of(s) else None, spec,
+                ins = tuple(jax.tree_util.tree_map(lambda s, n=n: 0 if n in names_of(s) else None, spec,
                                                    is_leaf=is_spec) for spec in in_axes)
-                outs = jax.tree_util.tree_unflatten(out_def, [0 if n in names_of(s) else None for s in out_leaves])
+                outs = jax.tree_util.tree_unflatten(out_def, [0 if n in names_of(s) else None
+                                                              for s in out_leaves])
                 f = jax.vmap(f, in_axes=ins, out_axes=outs, axis_name=n)
             mesh = thread_resources.env.physical_mesh
 
@@ -119,7 +120,8 @@ def main() -> None:
         times = compare({label: (lambda m=models[label], p=states[label]: m.eval_xmap(p, one_tokens,
                                                                                      one_targets))
                          for label in programs}, reps=20 if QUICK else 200, warmup=5)
-        rows.append(["evaluation call, batch on one device (split by each call)", f"{times['nx.xmap']:.0f} us",
+        rows.append(["evaluation call, batch on one device (split by each call)",
+                     f"{times['nx.xmap']:.0f} us",
                      f"{times['jit(vmap)']:.0f} us", ratio(times["nx.xmap"], times["jit(vmap)"])])
         texts = {label: models[label].train_xmap.lower(states[label], tokens, targets).compile().as_text()
                  for label in programs}
