@@ -275,6 +275,8 @@ GOOD_RANDOM = {
 SKIP = {
     ("nx", "clear_caches"): "takes no arguments",
     ("nx", "reset_canonical_orders"): "takes no arguments",
+    ("nx", "current_mesh"): "takes no arguments",
+    ("nx", "mesh_shape"): "takes no arguments",
     ("nx", "Plan"): "nx.plan_sharding's result, not built by hand",
     ("nx", "PlanRow"): "a row of nx.plan_sharding's result, not built by hand",
     **{("nx", n): "jax.numpy's own object, re-exported unchanged (not an array function)"

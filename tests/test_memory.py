@@ -134,6 +134,7 @@ def test_clear_caches_empties_the_table():
 CACHES = {"boundary permutations", "eager kernels", "einsum forms", "einsum plans", "einsum specs",
           "functions built around user functions", "jax function index", "lifted functions of jax.lax",
           "lifted functions of jax.nn", "lifted functions of jax.random", "nx.xmap compilations",
+          "nx.xmap compilations with argument layouts",
           "nx.xmap compilations of configurations that are not keys",
           "rearrange specs", "sharding targets", "traced contractions"}
 
@@ -167,6 +168,8 @@ def test_clear_caches_empties_every_cache_the_library_owns():
     own(jnp.ones(3))
     with jax.set_mesh(auto_mesh((8,), ("d",))), nx.axis_rules({"b": "d"}):
         nx.jit(lambda v: v * 2)(nx.wrap(jnp.ones((8, 3)), ["b", "a"]))  # a sharding target
+        # a compiled call with its arguments' layouts
+        nx.xmap(jnp.negative, in_axes=["r", ...], out_axes=["r", ...], axis_resources={"r": "d"})(jnp.ones(8))
     before = caches.sizes()
     assert set(before) == CACHES
     filled = {n for n, size in before.items() if size}
