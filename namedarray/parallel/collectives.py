@@ -138,6 +138,36 @@ def _jax_axis(axis_name: Any) -> Any:
     return tuple(axis_name) if isinstance(axis_name, list) else axis_name
 
 
+def _per_element_permute(x: Any, axis_name: Any, perm: Sequence[tuple[int, int]], fill: bool) -> Any:
+    """``ppermute`` / ``pshuffle`` on per-element values of a positional ``nx.xmap`` body.
+
+    Over one name it is JAX's. Over several, each is its own ``jax.vmap`` there, and JAX permutes along one
+    vmapped name at a time; the elements are gathered along each name instead and every element takes its
+    source by the row-major linear index (destinations no pair reaches are zeros, as ``ppermute``'s)."""
+    if isinstance(axis_name, str) or len(axis_name) == 1:
+        return jax.lax.ppermute(x, axis_name, list(perm))
+    names = tuple(axis_name)
+    sizes = [jax.lax.axis_size(n) for n in names]
+    n = math.prod(sizes)
+    src = np.zeros(n, np.int32)
+    reached = np.zeros(n, bool)
+    for s, d in perm:
+        src[d], reached[d] = s, True
+    me = jnp.int32(0)
+    for name, size in zip(names, sizes):
+        me = me * size + jax.lax.axis_index(name)
+
+    def one(v):
+        whole = v
+        for name in reversed(names):  # innermost name first: the gathered axes end up in names' order
+            whole = jax.lax.all_gather(whole, name)
+        whole = whole.reshape((n,) + jnp.shape(v))
+        out = whole[jnp.asarray(src)[me]]
+        return jnp.where(jnp.asarray(reached)[me], out, 0) if fill else out
+
+    return jax.tree.map(one, x)
+
+
 def _bound_sizes(names: Sequence[str], where: str) -> list[int]:
     env = _env.current()
     return [env.size(n, where) for n in names]
@@ -481,7 +511,7 @@ def ppermute(x: Any, axis_name: str | Sequence[str], perm: Sequence[tuple[int, i
         if perm is None:
             n = jax.lax.axis_size(_jax_axis(axis_name))
             perm = [(j, (j + operator.index(shift)) % n) for j in range(n)]
-        return jax.lax.ppermute(x, _jax_axis(axis_name), perm)
+        return _per_element_permute(x, _jax_axis(axis_name), perm, fill=True)
     names = _names(axis_name, where)
     if (perm is None) == (shift is None):
         raise AxisSpecError(f"{where}: give exactly one of perm (a list of (source, destination) pairs) and "
@@ -529,7 +559,8 @@ def pshuffle(x: Any, axis_name: str | Sequence[str], perm: Sequence[int]) -> Any
     """
     where = "nx.pshuffle"
     if _over_jax_names(axis_name):
-        return jax.lax.pshuffle(x, _jax_axis(axis_name), perm)
+        return _per_element_permute(x, _jax_axis(axis_name), [(int(s), d) for d, s in enumerate(perm)],
+                                    fill=False)
     names = _names(axis_name, where)
     try:
         perm = tuple(operator.index(i) for i in perm)
