@@ -1,18 +1,31 @@
-"""``nx.xmap``: assign a positional signature to a function written with named axes.
+"""``nx.xmap``: a positional signature for a function of named axes, as ``jax.experimental.maps.xmap``.
 
 ``nx.xmap(fun, in_axes, out_axes)`` is the adapter that ``jax.experimental.maps.xmap`` was, rebuilt on
-NamedArrays and ``jax.jit``. Per argument leaf, ``in_axes`` names some positional axes; ``fun`` receives
-NamedArrays carrying those names (whole axes: a NamedArray is a global view, there are no per-device
-shards to think about); per output leaf, ``out_axes`` puts the names back at positions of the result.
+``jax.jit``, ``jax.vmap`` and NamedArrays. Per argument leaf, ``in_axes`` names some positional axes; per
+output leaf, ``out_axes`` puts the names back at positions of the result.
 
->>> import namedarray as nx, jax.numpy as jnp
+>>> import namedarray as nx, jax, jax.numpy as jnp
 >>> x = jnp.arange(10).reshape(2, 5)
 >>> nx.xmap(jnp.vdot, in_axes=({0: "left"}, {1: "right"}), out_axes=["left", "right", ...])(x, x.T).tolist()
 [[30, 80], [80, 255]]
+>>> nx.xmap(lambda v: jax.lax.psum(v, "left"), in_axes=["left", ...], out_axes=[...])(x).tolist()
+[5, 7, 9, 11, 13]
 
-The call is ``jax.jit`` of: wrap each argument leaf by its spec -> bind the axis sizes (``nx.env``) -> call
-``fun`` -> check each output and unwrap it by its spec. Inside, named operations (reductions over bound
-names, collectives, ``nx.nn.one_hot``, named random) ask the bound sizes. Specs are xmap's:
+**Two ways to call the body.** xmap-era code is positional: ``fun`` receives one element of the map (the
+arguments with the named axes taken off), as under one ``jax.vmap`` per name with the name as its
+``axis_name``, so ``jax.lax`` collectives, ``axis_index``, ``custom_vjp`` rules and haiku or flax modules
+work inside, and autodiff inside is per element. Each output keeps exactly the names it varies along: one
+``out_axes`` leaves a name out of must not vary along it (JAX's ``out_axes=None``). That is the first way
+``nx.xmap`` tries (:func:`_call_positional`). nx's own style is a body on NamedArrays that carry the map's
+names (whole axes: the global view): ``x.sum("i")``, ``x.named_shape``; such a body fails on per-element
+arrays, and ``nx.xmap`` then calls it on NamedArrays (:func:`_run_body` says which error is raised when
+both fail). Inside a positional body the map's names are in the environment's ``jax_names``, so that nx's
+collectives and named reductions act per element too.
+
+The call is ``jax.jit`` of: wrap each argument leaf by its spec -> call ``fun`` (one vmap per name, or on
+NamedArrays with the axis sizes bound in ``nx.env``) -> check each output and unwrap it by its spec.
+Inside, named operations (reductions over bound names, collectives, ``nx.nn.one_hot``, named random) ask
+the environment. Specs are xmap's:
 
 * ``{0: "batch", 2: "k"}``: positions of the input (for outputs: positions of the final output);
 * ``["batch", "k", ...]``: the leading axes; ``None`` keeps one positional; ``[...]``/``{}``: no names;
@@ -23,9 +36,11 @@ names, collectives, ``nx.nn.one_hot``, named random) ask the bound sizes. Specs 
 ``axis_resources`` maps names to mesh axes of the mesh in context (``jax.set_mesh`` or ``with Mesh(...)``)
 and to serial loops (:class:`SerialLoop`, :func:`serial_loop`); it never changes results.
 
-* Mesh axes: inside the body every argument and output is constrained by xmap's partitioning rule (a value
-  is split over a mesh axis iff its named shape has a name mapped to it, replicated otherwise); on Explicit
-  mesh axes the body runs on an Auto view of the mesh and the outputs are resharded at the end.
+* Mesh axes: every argument and output is constrained by xmap's partitioning rule (a value is split over a
+  mesh axis iff its named shape has a name mapped to it, replicated otherwise), and so is every NamedArray
+  value of a body on NamedArrays; a positional body's vmaps carry the mesh axes as ``spmd_axis_name``. On
+  Explicit mesh axes the body runs on an Auto view of the mesh and the outputs are resharded at the end.
+  Calls compile with the arguments' layouts as ``jax.jit``'s in_shardings, so a call costs jit's dispatch.
 * A serial loop computes the body over chunks of the looped axis, one after the other (``lax.map``), so
   the body's intermediates are one chunk in size. Inside the body, a chunk of axis ``i`` is named
   ``"i@loop-chunk"``, and referring to ``i`` (a reduction or collective over it, ``axis_index``, named
@@ -243,7 +258,8 @@ def named_function(fun: Callable) -> Callable:
 def xmap(fun: Callable, in_axes: Any, out_axes: Any, *, axis_sizes: Mapping[str, int] | None = None,
          axis_resources: Mapping[str, Any] | None = None, donate_argnums: int | Sequence[int] = (),
          backend: str | None = None) -> XMapped:
-    """Assign a positional signature to ``fun``, a function of NamedArrays.
+    """Assign a positional signature to ``fun``, a function of one element of the map (xmap's way) or of
+    NamedArrays carrying the map's names (nx's); see the module docstring for how the two are told apart.
 
     ``in_axes``/``out_axes``: xmap axis specifications (see the module docstring), pytree prefixes of the
     arguments / outputs. ``axis_sizes``: sizes of names no argument carries (for ``nx.axis_index``, named

@@ -231,12 +231,7 @@ def bind_positional(names: Mapping[str, int], *, own: Iterable[str],
     through, and the body is mapped over it too) moves from ``sizes`` to ``jax_names``: values are per
     element along it now. A name of ``own`` (the ones this ``nx.xmap`` defines) bound outside is an
     :class:`AxisNameShadowingError`, as in xmap."""
-    env = current()
-    shadowed = sorted(set(own) & (set(env.sizes) | set(env.jax_names)))
-    if shadowed:
-        raise AxisNameShadowingError(
-            f"{where}: axis names {fmt_names(shadowed)} are already bound by an enclosing nx.xmap "
-            "(disallowed axis name shadowing); rename the inner axes")
+    env = _unshadowed(own, where)
     sizes = {n: s for n, s in env.sizes.items() if n not in names}
     return _install(dataclasses.replace(
         env, sizes=sizes, local=frozenset(), mesh=env.mesh if mesh is None else mesh,
@@ -265,10 +260,10 @@ def bind_blocks(sizes: Mapping[str, int], split: Mapping[str, tuple[str, ...]], 
                                         split={**env.split, **split}))
 
 
-def _unshadowed(sizes: Mapping[str, int], where: str) -> AxisEnv:
-    """The environment in force, after checking that no name of ``sizes`` is bound already (xmap's rule)."""
+def _unshadowed(names: Iterable[str], where: str) -> AxisEnv:
+    """The environment in force, after checking that none of ``names`` is bound already (xmap's rule)."""
     env = current()
-    shadowed = sorted(set(sizes) & (set(env.sizes) | set(env.jax_names)))
+    shadowed = sorted(set(names) & (set(env.sizes) | set(env.jax_names)))
     if shadowed:
         raise AxisNameShadowingError(
             f"{where}: axis names {fmt_names(shadowed)} are already bound by an enclosing nx.xmap or "
