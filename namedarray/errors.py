@@ -14,6 +14,7 @@ nx.add: axis 'b' has size 3 in argument 0 but size 4 in argument 1
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Iterable
 
 __all__ = [
@@ -156,14 +157,30 @@ def fmt_names(names: Iterable[str]) -> str:
     return ", ".join(repr(n) for n in names)
 
 
+def did_you_mean(name: object, names: Iterable[str]) -> str:
+    """``"; did you mean 'batch'?"`` when ``name`` looks like a misspelling of one of ``names`` (else "").
+
+    >>> did_you_mean("btach", ("batch", "embed")), did_you_mean("seq", ("batch",))
+    ("; did you mean 'batch'?", '')
+    """
+    if not isinstance(name, str):
+        return ""
+    close = difflib.get_close_matches(name, [n for n in names if isinstance(n, str)], n=1, cutoff=0.6)
+    return f"; did you mean {close[0]!r}?" if close else ""
+
+
 def no_axis(where: str, name: str, names: Iterable[str]) -> AxisSpecError:
     """The error for an operation by name on an array that does not carry that name.
 
     >>> print(no_axis("nx.take", "t", ("a", "b")))
     nx.take: the array has no axis 't' (it has 'a', 'b')
+    >>> print(no_axis("x[...]", "btach", ("batch", "embed")))
+    x[...]: the array has no axis 'btach' (it has 'batch', 'embed'; did you mean 'batch'?)
     """
+    names = tuple(names)
     have = fmt_names(names) or "no named axes"
-    return AxisSpecError(f"{where}: the array has no axis {name!r} (it has {have})")
+    hint = did_you_mean(name, names)
+    return AxisSpecError(f"{where}: the array has no axis {name!r} (it has {have}{hint})")
 
 
 def not_an_array(where: str, what: str, value: object) -> TypeError:

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 import namedarray as nx
+from namedarray import errors
 from namedarray.errors import (
     AxisSizeError,
     AxisSpecError,
@@ -281,3 +282,16 @@ def test_quantiles_at_named_points(x):
 def test_array_valued_reduction_options_other_than_where(x):
     with pytest.raises(TypeError, match=r"nx.max: array-valued options \['initial'\]"):
         nx.max(x, "k", initial=jnp.zeros(()))
+
+
+def test_a_misspelled_axis_name_gets_a_did_you_mean():
+    x = nx.wrap(jnp.ones((2, 3)), ["batch", "embed"])
+    cases = [lambda: x.sum("btach"), lambda: x[{"embd": 0}], lambda: nx.nn.softmax(x, "embd"),
+             lambda: nx.unbind(x, "bacth")]
+    for case, right in zip(cases, ["batch", "embed", "embed", "batch"]):
+        with pytest.raises(errors.NamedAxisError, match=f"did you mean '{right}'"):
+            case()
+    # a name nothing resembles gets no guess
+    with pytest.raises(errors.NamedAxisError) as caught:
+        x.sum("zzz")
+    assert "did you mean" not in str(caught.value)

@@ -38,6 +38,7 @@ from ..errors import (
     PerElementAxisError,
     SplitAxisError,
     UnboundAxisError,
+    did_you_mean,
     fmt_names,
 )
 from . import context, placement
@@ -170,7 +171,7 @@ class AxisEnv:
             hint = (f"axis names bound here: {fmt_names(bound)}" if bound
                     else "no nx.xmap or nx.shard_map binds any axis here")
             raise UnboundAxisError(f"{prefix}unbound axis name {name!r}: no value here carries it, and {hint}"
-                                   ) from None
+                                   f"{did_you_mean(name, bound)}") from None
 
 
 EMPTY = AxisEnv()

@@ -47,6 +47,7 @@ from ..errors import (
     PerElementAxisError,
     PositionalMisuseError,
     UnboundAxisError,
+    did_you_mean,
     fmt_names,
     not_an_array,
 )
@@ -307,7 +308,7 @@ def normalize_axis(axis: Any, x: NamedArray, where: str, *, allow_unbound: bool 
                     raise UnboundAxisError(
                         f"{where}: unbound axis name {a!r}: the value's named axes are "
                         f"{fmt_names(x.names) or 'none'} (positional shape {x.shape}) and no enclosing "
-                        "nx.xmap binds it")
+                        f"nx.xmap binds it{did_you_mean(a, (*x.names, *env.sizes))}")
                 env.size(a, where)  # a name computed by a serial loop cannot be reduced here
                 if not allow_unbound:
                     raise AxisSpecError(f"{where}: the value does not carry axis {a!r} "
