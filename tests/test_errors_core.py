@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -295,3 +297,14 @@ def test_a_misspelled_axis_name_gets_a_did_you_mean():
     with pytest.raises(errors.NamedAxisError) as caught:
         x.sum("zzz")
     assert "did you mean" not in str(caught.value)
+
+
+def test_a_mesh_argument_that_is_not_a_mesh_and_bind_without_sizes_are_type_errors():
+    x = nx.wrap(jnp.ones((8, 3)), ["b", "a"])
+    for call, where in [(lambda: nx.shard(x, {"b": "d"}, mesh="notamesh"), "nx.shard"),
+                        (lambda: x.shard({"b": "d"}, mesh=3), "x.shard()"),
+                        (lambda: nx.sharding(x, {"b": "d"}, mesh=[1]), "nx.sharding")]:
+        with pytest.raises(TypeError, match=rf"^{re.escape(where)}: mesh must be a jax.sharding.Mesh"):
+            call()
+    with pytest.raises(TypeError, match="sizes must be a mapping"):
+        nx.env.bind(None)

@@ -217,6 +217,9 @@ def bind(sizes: Mapping[str, int], *, resources: Mapping[str, tuple] | None = No
     Re-binding a name an enclosing region binds is an :class:`AxisNameShadowingError`, as in xmap.
     ``resources``, ``mesh`` and ``loops`` extend the enclosing ones; ``local`` becomes ``sizes``' names.
     """
+    if not isinstance(sizes, Mapping):
+        raise TypeError(f"{where}: sizes must be a mapping from axis names to sizes, such as {{'batch': 4}}, "
+                        f"got {sizes!r}")
     env = _unshadowed(sizes, where)
     return _install(dataclasses.replace(
         env, sizes={**env.sizes, **sizes}, local=frozenset(sizes), mesh=env.mesh if mesh is None else mesh,

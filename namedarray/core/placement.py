@@ -31,6 +31,7 @@ from ..errors import (
     DivisibilityError,
     MissingResourceError,
     ResourceConflictError,
+    wrong_type,
 )
 from . import context
 
@@ -66,6 +67,18 @@ def current_mesh() -> jax.sharding.Mesh | jax.sharding.AbstractMesh | None:
         return None
     pm = thread_resources.env.physical_mesh
     return None if pm.empty else pm
+
+
+def check_mesh(mesh: Any, where: str) -> Any:
+    """``mesh`` itself if it is a mesh (``jax.sharding.Mesh`` or ``AbstractMesh``) or None, else a
+    TypeError naming the argument.
+
+    >>> check_mesh(None, "nx.shard") is None
+    True
+    """
+    if mesh is None or isinstance(mesh, (jax.sharding.Mesh, jax.sharding.AbstractMesh)):
+        return mesh
+    raise wrong_type(where, "mesh", mesh, "a jax.sharding.Mesh (from jax.make_mesh) or None")
 
 
 def mesh_token() -> tuple:

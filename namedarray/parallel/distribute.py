@@ -69,8 +69,8 @@ def active_mapping(resources: Mapping[str, Any] | None = None,
     return env.mapping() if resources is None else env.mapping(placement.normalize(resources, where))
 
 
-def _mesh(mesh: Any) -> Any:
-    if mesh is not None:
+def _mesh(mesh: Any, where: str = "nx.shard") -> Any:
+    if placement.check_mesh(mesh, where) is not None:
         return mesh
     env = _env.current()
     return env.mesh if env.mesh is not None else placement.current_mesh()
@@ -189,7 +189,7 @@ def shard_method(self: NamedArray, resources: Mapping[str, Any] | None = None, *
     >>> x.shard() is x   # no mesh and no rules: nothing to do
     True
     """
-    return _shard_one(self, active_mapping(resources, "x.shard()"), _mesh(mesh), "x.shard()")
+    return _shard_one(self, active_mapping(resources, "x.shard()"), _mesh(mesh, "x.shard()"), "x.shard()")
 
 
 # --------------------------------------------------------------------------------------------------------
@@ -212,7 +212,7 @@ def sharding(tree: Any, resources: Mapping[str, Any] | None = None, *, mesh: Any
     P('data',)
     """
     mapping = active_mapping(resources, "nx.sharding")
-    m = _mesh(mesh)
+    m = _mesh(mesh, "nx.sharding")
     if m is None:
         raise MissingResourceError(f"nx.sharding: {_NO_MESH}")
     replicated = NamedSharding(m, PartitionSpec())
@@ -524,7 +524,7 @@ def from_process_local(x_local: NamedArray, resources: Mapping[str, Any] | None 
         raise TypeError(f"{where}: x_local must be a NamedArray (this process's block, with its axis names), "
                         f"got {type(x_local).__name__}")
     mapping = active_mapping(resources, where)
-    m = _mesh(mesh)
+    m = _mesh(mesh, where)
     if m is None or isinstance(m, jax.sharding.AbstractMesh):
         raise MissingResourceError(f"{where}: {_NO_MESH}")
     if isinstance(x_local.data, _Tracer):

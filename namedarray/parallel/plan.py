@@ -610,7 +610,8 @@ def candidate_rules(step: Callable, *args: Any, mesh: Any = None, max_candidates
 
 
 def _resolve_mesh(mesh: Any) -> Any:
-    m = mesh if mesh is not None else placement.current_mesh()
+    m = placement.check_mesh(mesh, _WHERE)
+    m = m if m is not None else placement.current_mesh()
     if m is None or m.empty:
         raise MissingResourceError(
             f"{_WHERE}: no mesh: pass mesh=, or enter one with `with jax.set_mesh(mesh):` (the candidates "
