@@ -24,6 +24,11 @@ from typing import Any
 
 import jax
 import numpy as np
+
+# What current_mesh and mesh_token read on every nx.jit / nx.xmap call, bound once: jax's concrete mesh of
+# jax.set_mesh, and its thread_resources, the legacy `with Mesh(...)` context that xmap-era code enters
+from jax._src.mesh import get_concrete_mesh as _concrete_mesh
+from jax._src.mesh import thread_resources as _legacy
 from jax.sharding import AxisType, NamedSharding, PartitionSpec
 
 from ..errors import (
@@ -34,6 +39,8 @@ from ..errors import (
     wrong_type,
 )
 from . import context
+
+_abstract_mesh = jax.sharding.get_abstract_mesh
 
 __all__ = ["current_mesh", "mesh_sizes", "mesh_axes", "normalize", "entry", "storage_spec", "conflict",
            "check", "constrain", "place", "is_placed", "contraction_sharding", "gather_sharding",
@@ -61,11 +68,7 @@ def current_mesh() -> jax.sharding.Mesh | jax.sharding.AbstractMesh | None:
         except ValueError:  # inside jit only the abstract mesh is known, which is all constraints need
             return am
         return am if m.empty else m
-    try:
-        from jax._src.mesh import thread_resources  # the legacy `with Mesh(...)` context xmap code used
-    except ImportError:  # pragma: no cover - a jax without the legacy context has only set_mesh
-        return None
-    pm = thread_resources.env.physical_mesh
+    pm = _legacy.env.physical_mesh  # the legacy `with Mesh(...)` context xmap code used
     return None if pm.empty else pm
 
 
@@ -89,9 +92,7 @@ def mesh_token() -> tuple:
     True
     """
     # the concrete mesh too: two meshes over other devices have equal abstract meshes
-    from jax._src.mesh import get_concrete_mesh, thread_resources
-
-    return (jax.sharding.get_abstract_mesh(), get_concrete_mesh(), thread_resources.env.physical_mesh)
+    return (_abstract_mesh(), _concrete_mesh(), _legacy.env.physical_mesh)
 
 
 def mesh_sizes(mesh) -> dict[str, int]:

@@ -44,7 +44,7 @@ from ..core import env as _env
 from ..core.array import NamedArray, _make, canonical_storage, is_named
 from ..core.layout import named_sizes
 from ..core.orders import canonical, sync_with_job
-from ..errors import DivisibilityError, MissingResourceError
+from ..errors import DivisibilityError, MissingResourceError, NamedAxisError
 
 __all__ = ["shard", "sharding", "jit", "Jitted", "from_process_local", "active_mapping", "recording_layouts"]
 
@@ -288,8 +288,12 @@ class Jitted:
         self._place_args = "in_shardings" not in jit_kwargs
         self._lay_out_results = "out_shardings" not in jit_kwargs
         self._jitted = jax.jit(self._traced, **jit_kwargs)
+        self._jit_kwargs = jit_kwargs
         # (arguments' treedef, mesh, environment, leaf ranks) -> each leaf's layout (None: not a NamedArray)
         self._targets: dict[tuple, list] = {}
+        # (arguments' treedef, mesh, environment) -> jit of the function with those layouts as in_shardings
+        self._fast: dict[tuple, Any] = {}
+        self._last: tuple | None = None  # (environment, mesh token, treedef, that jit) of the last call
         functools.update_wrapper(self, fun, updated=())
 
     def __repr__(self) -> str:
@@ -365,12 +369,65 @@ class Jitted:
         return True
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        outer = _env.current()
+        last = self._last
+        if last is not None and not kwargs and last[0] is outer:
+            # the call before had this environment: with the same mesh context and argument structure, its
+            # compiled call (the layouts as jit's in_shardings: jit checks and places the leaves) serves
+            try:
+                same = last[1] == placement.mesh_token() and last[2] == jax.tree.structure(args)
+            except (TypeError, ValueError):
+                same = False
+            if same:
+                try:
+                    with self._rules or _NULL, _env.synced():
+                        return last[3](*args)
+                except ValueError as e:
+                    if isinstance(e, NamedAxisError):
+                        raise
+                    self._last = None  # laid out otherwise this time: the full path below
         with self._rules or _NULL, _env.synced():
             mesh = _mesh(None)
             if (self._place_args and mesh is not None and not isinstance(mesh, jax.sharding.AbstractMesh)
                     and not self._laid_out(args, kwargs, mesh)):
                 args, kwargs = self._placed(args, kwargs, abstract=False)
-            return self._jitted(*args, **kwargs)
+            out = self._jitted(*args, **kwargs)
+            if not kwargs:
+                self._remember(outer, args, mesh)
+            return out
+
+    def _remember(self, outer: _env.AxisEnv, args: tuple, mesh: Any) -> None:
+        """Keep, for the next call, ``jax.jit`` of this function with the layouts of these arguments as
+        in_shardings (only where nx.jit places the arguments: a concrete mesh, no static arguments, no
+        in_shardings of the caller's)."""
+        self._last = None
+        if (not self._place_args or self._static or mesh is None
+                or isinstance(mesh, jax.sharding.AbstractMesh)):
+            return
+        try:
+            tree = jax.tree.structure(args)
+            leaves, named_tree = jax.tree.flatten(args, is_leaf=is_named)
+        except (TypeError, ValueError):
+            return
+        key = (tree, mesh, outer)
+        fn = self._fast.get(key)
+        if fn is None:
+            mapping = active_mapping()
+            shardings = []
+            for v in leaves:
+                if not is_named(v):
+                    shardings.append(None)
+                    continue
+                spec = placement.storage_spec(v.data.ndim, canonical(v.names), mapping.get)
+                try:
+                    shardings.append(NamedSharding(mesh, spec))
+                except Exception:  # noqa: BLE001 - not a layout of this mesh: the full path says why
+                    return
+            if len(self._fast) > 64:
+                self._fast.clear()
+            fn = self._fast[key] = jax.jit(self._traced, **self._jit_kwargs,
+                                           in_shardings=jax.tree.unflatten(named_tree, shardings))
+        self._last = (outer, placement.mesh_token(), tree, fn)
 
     def eval_shape(self, *args: Any, **kwargs: Any) -> Any:
         """The abstract result, each NamedArray over a ``jax.ShapeDtypeStruct`` that carries the layout a call
