@@ -385,7 +385,7 @@ class XMapped:
         self._own = _OWN.new() if self._cfg.key is None else None
         self._hkey = None if self._cfg.key is None else _HashedKey(self._cfg.key)
         self._memo: tuple | None = None  # (environment, mesh token, plan, key) of the last resolve
-        self._last: tuple | None = None  # (environment, mesh token, argument structure, compiled call)
+        self._last = placement.LastCall()
         self._backend_checked = False
         functools.update_wrapper(self, fun, updated=())
 
@@ -453,22 +453,15 @@ class XMapped:
             raise TypeError(f"{_WHERE}: xmapped functions accept positional arguments only, got keyword "
                             f"arguments {sorted(kwargs)}")
         outer = _env.current()
-        last = self._last
-        if last is not None and last[0] is outer and not (outer.sizes or outer.jax_names):
-            # the call before had this environment: if the mesh context and the arguments' structure are
-            # the same too, its compiled call serves this one (a training loop lands here)
+        last = None if outer.sizes or outer.jax_names else self._last.get(outer, args)
+        if last is not None:  # the compiled call that served the last call, in this same context
             try:
-                same = last[1] == placement.mesh_token() and last[2] == jax.tree.structure(args)
-            except (TypeError, ValueError):
-                same = False
-            if same:
-                try:
-                    with _env.synced():
-                        return last[3](*args)
-                except ValueError as e:
-                    if isinstance(e, NamedAxisError):
-                        raise
-                    self._last = None  # arguments laid out otherwise this time: the full path below
+                with _env.synced():
+                    return last(*args)
+            except ValueError as e:
+                if isinstance(e, NamedAxisError):
+                    raise
+                self._last.clear()  # arguments laid out otherwise this time: the full path below
         self._check_backend()
         plan, key = self._resolve(outer)
         if outer.sizes or outer.jax_names:
@@ -483,7 +476,7 @@ class XMapped:
                     try:
                         with _env.synced():
                             out = fast(*args)
-                        self._remember(outer, args, fast)
+                        self._last.put(outer, args, fast)
                         return out
                     except ValueError as e:
                         if isinstance(e, NamedAxisError):
@@ -498,19 +491,12 @@ class XMapped:
             with _env.synced():
                 out = fn(*args)
             if self._cfg.backend is None:
-                self._remember(outer, args, fn)
+                self._last.put(outer, args, fn)
             return out
         except ValueError as e:
             if not isinstance(e, NamedAxisError):  # jax.jit could not flatten the arguments: say why
                 _check_value_keys(args, "in_axes")
             raise
-
-    def _remember(self, outer: _env.AxisEnv, args: tuple, fn: Callable) -> None:
-        """Keep the compiled call that served this call, for the next one with the same context."""
-        try:
-            self._last = (outer, placement.mesh_token(), jax.tree.structure(args), fn)
-        except (TypeError, ValueError):
-            self._last = None
 
     def lower(self, *args: Any) -> jax.stages.Lowered:
         """Lower for these arguments (arrays or ``jax.ShapeDtypeStruct``): ``.compile()``, ``.as_text()``.

@@ -42,7 +42,8 @@ from . import context
 
 _abstract_mesh = jax.sharding.get_abstract_mesh
 
-__all__ = ["current_mesh", "mesh_sizes", "mesh_axes", "normalize", "entry", "storage_spec", "conflict",
+__all__ = ["current_mesh", "mesh_token", "check_mesh", "LastCall", "mesh_sizes", "mesh_axes", "normalize",
+           "entry", "storage_spec", "conflict",
            "check", "constrain", "place", "is_placed", "contraction_sharding", "gather_sharding",
            "with_layout", "align_explicit_layouts", "layouts_known", "known_layout", "note_layout",
            "layout_key"]
@@ -93,6 +94,44 @@ def mesh_token() -> tuple:
     """
     # the concrete mesh too: two meshes over other devices have equal abstract meshes
     return (_abstract_mesh(), _concrete_mesh(), _legacy.env.physical_mesh)
+
+
+class LastCall:
+    """The compiled function that served an entry point's last call (``nx.jit``, ``nx.xmap``), with what
+    chose it: the axis environment (the same object), the mesh context (:func:`mesh_token`) and the
+    arguments' pytree structure. A call in the same context takes it directly, at the cost of ``jax.jit``'s
+    own dispatch; jit still checks every leaf, so a leaf laid out otherwise raises and the caller takes its
+    full path. One entry per entry point object: it never grows.
+
+    >>> memo = LastCall()
+    >>> memo.put("env", (1.0,), "compiled"); memo.get("env", (2.0,)), memo.get("other", (2.0,))
+    ('compiled', None)
+    """
+
+    __slots__ = ("_entry",)
+
+    def __init__(self) -> None:
+        self._entry: tuple | None = None
+
+    def get(self, env: Any, args: tuple) -> Any:
+        entry = self._entry
+        if entry is None or entry[0] is not env:
+            return None
+        try:
+            if entry[1] == mesh_token() and entry[2] == jax.tree.structure(args):
+                return entry[3]
+        except (TypeError, ValueError):  # arguments jax cannot flatten: the full path says why
+            pass
+        return None
+
+    def put(self, env: Any, args: tuple, fn: Any) -> None:
+        try:
+            self._entry = (env, mesh_token(), jax.tree.structure(args), fn)
+        except (TypeError, ValueError):
+            self._entry = None
+
+    def clear(self) -> None:
+        self._entry = None
 
 
 def mesh_sizes(mesh) -> dict[str, int]:

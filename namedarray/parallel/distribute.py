@@ -268,6 +268,24 @@ def jit(fun: Callable | None = None, *, resources: Mapping[str, Any] | None = No
     return Jitted(fun, resources, jit_kwargs)
 
 
+def _layouts(leaves: Sequence[Any], mesh: Any) -> list:
+    """The layout each leaf's names ask for under the rules in force (NamedArrays; None for other leaves;
+    False where the rules give no layout of this mesh, which the placing path reports, naming the axes)."""
+    mapping = active_mapping()
+    out: list = []
+    for v in leaves:
+        if not is_named(v):
+            out.append(None)
+            continue
+        spec = placement.storage_spec(v.data.ndim, canonical(v.names), mapping.get)
+        try:
+            out.append(NamedSharding(mesh, spec))
+        # a mesh axis used twice raises jax's DuplicateSpecError, which is no ValueError
+        except Exception:  # noqa: BLE001
+            out.append(False)
+    return out
+
+
 class Jitted:
     """The callable :func:`jit` returns: call it, or ``.lower(*args)`` for the compiled program."""
 
@@ -293,7 +311,7 @@ class Jitted:
         self._targets: dict[tuple, list] = {}
         # (arguments' treedef, mesh, environment) -> jit of the function with those layouts as in_shardings
         self._fast: dict[tuple, Any] = {}
-        self._last: tuple | None = None  # (environment, mesh token, treedef, that jit) of the last call
+        self._last = placement.LastCall()
         functools.update_wrapper(self, fun, updated=())
 
     def __repr__(self) -> str:
@@ -341,20 +359,8 @@ class Jitted:
         key = (treedef, mesh, _env.current(), tuple(getattr(v, "ndim", -1) for v in leaves))
         targets = self._targets.get(key)
         if targets is None:
-            mapping = active_mapping()
-            targets = []
             # a NamedArray is one leaf, so the leaves of the two flattenings line up
-            for v, leaf in zip(jax.tree.leaves(dyn, is_leaf=is_named), leaves):
-                if not is_named(v):
-                    targets.append(None)
-                    continue
-                spec = placement.storage_spec(leaf.ndim, canonical(v.names), mapping.get)
-                try:
-                    targets.append(NamedSharding(mesh, spec))
-                # not a layout of this mesh (a mesh axis used twice raises jax's DuplicateSpecError, which is
-                # no ValueError): the placing path says why, naming the axes
-                except Exception:  # noqa: BLE001
-                    targets.append(False)
+            targets = _layouts(jax.tree.leaves(dyn, is_leaf=is_named), mesh)
             if len(self._targets) > 64:
                 self._targets.clear()
             self._targets[key] = targets
@@ -370,22 +376,15 @@ class Jitted:
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         outer = _env.current()
-        last = self._last
-        if last is not None and not kwargs and last[0] is outer:
-            # the call before had this environment: with the same mesh context and argument structure, its
-            # compiled call (the layouts as jit's in_shardings: jit checks and places the leaves) serves
+        last = None if kwargs else self._last.get(outer, args)
+        if last is not None:  # jit with the last call's layouts as in_shardings, in this same context
             try:
-                same = last[1] == placement.mesh_token() and last[2] == jax.tree.structure(args)
-            except (TypeError, ValueError):
-                same = False
-            if same:
-                try:
-                    with self._rules or _NULL, _env.synced():
-                        return last[3](*args)
-                except ValueError as e:
-                    if isinstance(e, NamedAxisError):
-                        raise
-                    self._last = None  # laid out otherwise this time: the full path below
+                with self._rules or _NULL, _env.synced():
+                    return last(*args)
+            except ValueError as e:
+                if isinstance(e, NamedAxisError):
+                    raise
+                self._last.clear()  # laid out otherwise this time: the full path below
         with self._rules or _NULL, _env.synced():
             mesh = _mesh(None)
             if (self._place_args and mesh is not None and not isinstance(mesh, jax.sharding.AbstractMesh)
@@ -400,7 +399,7 @@ class Jitted:
         """Keep, for the next call, ``jax.jit`` of this function with the layouts of these arguments as
         in_shardings (only where nx.jit places the arguments: a concrete mesh, no static arguments, no
         in_shardings of the caller's)."""
-        self._last = None
+        self._last.clear()
         if (not self._place_args or self._static or mesh is None
                 or isinstance(mesh, jax.sharding.AbstractMesh)):
             return
@@ -412,22 +411,14 @@ class Jitted:
         key = (tree, mesh, outer)
         fn = self._fast.get(key)
         if fn is None:
-            mapping = active_mapping()
-            shardings = []
-            for v in leaves:
-                if not is_named(v):
-                    shardings.append(None)
-                    continue
-                spec = placement.storage_spec(v.data.ndim, canonical(v.names), mapping.get)
-                try:
-                    shardings.append(NamedSharding(mesh, spec))
-                except Exception:  # noqa: BLE001 - not a layout of this mesh: the full path says why
-                    return
+            shardings = _layouts(leaves, mesh)
+            if any(t is False for t in shardings):
+                return
             if len(self._fast) > 64:
                 self._fast.clear()
             fn = self._fast[key] = jax.jit(self._traced, **self._jit_kwargs,
                                            in_shardings=jax.tree.unflatten(named_tree, shardings))
-        self._last = (outer, placement.mesh_token(), tree, fn)
+        self._last.put(outer, args, fn)
 
     def eval_shape(self, *args: Any, **kwargs: Any) -> Any:
         """The abstract result, each NamedArray over a ``jax.ShapeDtypeStruct`` that carries the layout a call
