@@ -134,7 +134,8 @@ def test_clear_caches_empties_the_table():
 CACHES = {"boundary permutations", "eager kernels", "einsum forms", "einsum plans", "einsum specs",
           "functions built around user functions", "jax function index", "lifted functions of jax.lax",
           "lifted functions of jax.nn", "lifted functions of jax.random", "nx.xmap compilations",
-          "nx.xmap compilations with argument layouts",
+          "nx.xmap compilations with argument layouts", "nx.jit compilations with argument layouts",
+          "last calls of nx.jit and nx.xmap",
           "nx.xmap compilations of configurations that are not keys",
           "rearrange specs", "sharding targets", "traced contractions"}
 

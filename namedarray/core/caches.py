@@ -9,9 +9,10 @@ is registered here under a name with its bound, so that
 * :func:`sizes` lists them with how much each holds (what a test of memory use reads);
 * none grows without bound: a full cache drops its least recently used entry.
 
-Four shapes of cache cover every use: :class:`LRU` (a bounded, locked dict), :func:`cache` (a bounded
+Five shapes of cache cover every use: :class:`LRU` (a bounded, locked dict), :func:`cache` (a bounded
 ``functools.lru_cache``), :class:`LRUFamily` (one small LRU per object that cannot share a key, counted and
-resized as one) and :class:`WeakTable` (what is built around a live user function, gone with it). Each is
+resized as one), :class:`WeakTable` (what is built around a live user function, gone with it) and
+:class:`SlotFamily` (one slot per entry point object: what served its last call). Each is
 registered with its name, its size and, where it has one, its bound, which :func:`resize` changes (for a
 memory budget, or a test that needs a small cache).
 
@@ -37,7 +38,8 @@ import weakref
 from collections.abc import Callable, Hashable
 from typing import Any, Generic, NamedTuple, TypeVar
 
-__all__ = ["LRU", "LRUFamily", "WeakTable", "cache", "register", "clear_caches", "sizes", "resize"]
+__all__ = ["LRU", "LRUFamily", "WeakTable", "SlotFamily", "Slot", "cache", "register", "clear_caches",
+           "sizes", "resize"]
 
 K = TypeVar("K", bound=Hashable)
 V = TypeVar("V")
@@ -210,6 +212,51 @@ class WeakTable:
     def __len__(self) -> int:
         with self._lock:
             return len(self._data)
+
+
+class Slot:
+    """One value an object keeps from its last call (see :class:`SlotFamily`); reading and replacing it are
+    single attribute operations, so threads sharing the object see one value or the other."""
+
+    __slots__ = ("value", "__weakref__")
+
+    def __init__(self) -> None:
+        self.value: Any = None
+
+
+class SlotFamily:
+    """One :class:`Slot` per owner (an entry point such as ``nx.jit(f)``), registered as one cache: its size
+    is the slots that hold something, and clearing empties them all. Its bound is the live owners.
+
+    >>> family = SlotFamily("doc slots")
+    >>> slot = family.new(); slot.value = "compiled"
+    >>> sizes()["doc slots"]
+    1
+    >>> clear_caches(); slot.value is None
+    True
+    """
+
+    def __init__(self, name: str):
+        self._members: weakref.WeakSet[Slot] = weakref.WeakSet()
+        self._lock = threading.Lock()
+        register(name, self.clear, self.__len__)
+
+    def new(self) -> Slot:
+        slot = Slot()
+        with self._lock:
+            self._members.add(slot)
+        return slot
+
+    def _each(self) -> list[Slot]:
+        with self._lock:
+            return list(self._members)
+
+    def clear(self) -> None:
+        for slot in self._each():
+            slot.value = None
+
+    def __len__(self) -> int:
+        return sum(slot.value is not None for slot in self._each())
 
 
 def cache(name: str, maxsize: int) -> Callable[[Callable[..., V]], Callable[..., V]]:

@@ -38,7 +38,7 @@ from ..errors import (
     ResourceConflictError,
     wrong_type,
 )
-from . import context
+from . import caches, context
 
 _abstract_mesh = jax.sharding.get_abstract_mesh
 
@@ -96,25 +96,29 @@ def mesh_token() -> tuple:
     return (_abstract_mesh(), _concrete_mesh(), _legacy.env.physical_mesh)
 
 
+_LAST_CALLS = caches.SlotFamily("last calls of nx.jit and nx.xmap")
+
+
 class LastCall:
     """The compiled function that served an entry point's last call (``nx.jit``, ``nx.xmap``), with what
     chose it: the axis environment (the same object), the mesh context (:func:`mesh_token`) and the
     arguments' pytree structure. A call in the same context takes it directly, at the cost of ``jax.jit``'s
     own dispatch; jit still checks every leaf, so a leaf laid out otherwise raises and the caller takes its
-    full path. One entry per entry point object: it never grows.
+    full path. One slot per entry point (:class:`~namedarray.core.caches.SlotFamily`): it never grows, and
+    ``nx.clear_caches()`` empties it.
 
     >>> memo = LastCall()
     >>> memo.put("env", (1.0,), "compiled"); memo.get("env", (2.0,)), memo.get("other", (2.0,))
     ('compiled', None)
     """
 
-    __slots__ = ("_entry",)
+    __slots__ = ("_slot",)
 
     def __init__(self) -> None:
-        self._entry: tuple | None = None
+        self._slot = _LAST_CALLS.new()
 
     def get(self, env: Any, args: tuple) -> Any:
-        entry = self._entry
+        entry = self._slot.value
         if entry is None or entry[0] is not env:
             return None
         try:
@@ -126,12 +130,12 @@ class LastCall:
 
     def put(self, env: Any, args: tuple, fn: Any) -> None:
         try:
-            self._entry = (env, mesh_token(), jax.tree.structure(args), fn)
+            self._slot.value = (env, mesh_token(), jax.tree.structure(args), fn)
         except (TypeError, ValueError):
-            self._entry = None
+            self._slot.value = None
 
     def clear(self) -> None:
-        self._entry = None
+        self._slot.value = None
 
 
 def mesh_sizes(mesh) -> dict[str, int]:

@@ -268,6 +268,10 @@ def jit(fun: Callable | None = None, *, resources: Mapping[str, Any] | None = No
     return Jitted(fun, resources, jit_kwargs)
 
 
+# each nx.jit's compilations with its arguments' layouts as in_shardings, one small LRU per nx.jit object
+_FAST = caches.LRUFamily("nx.jit compilations with argument layouts", 16)
+
+
 def _layouts(leaves: Sequence[Any], mesh: Any) -> list:
     """The layout each leaf's names ask for under the rules in force (NamedArrays; None for other leaves;
     False where the rules give no layout of this mesh, which the placing path reports, naming the axes)."""
@@ -310,7 +314,7 @@ class Jitted:
         # (arguments' treedef, mesh, environment, leaf ranks) -> each leaf's layout (None: not a NamedArray)
         self._targets: dict[tuple, list] = {}
         # (arguments' treedef, mesh, environment) -> jit of the function with those layouts as in_shardings
-        self._fast: dict[tuple, Any] = {}
+        self._fast = _FAST.new()
         self._last = placement.LastCall()
         functools.update_wrapper(self, fun, updated=())
 
@@ -414,10 +418,8 @@ class Jitted:
             shardings = _layouts(leaves, mesh)
             if any(t is False for t in shardings):
                 return
-            if len(self._fast) > 64:
-                self._fast.clear()
-            fn = self._fast[key] = jax.jit(self._traced, **self._jit_kwargs,
-                                           in_shardings=jax.tree.unflatten(named_tree, shardings))
+            fn = self._fast.setdefault(key, jax.jit(self._traced, **self._jit_kwargs,
+                                                    in_shardings=jax.tree.unflatten(named_tree, shardings)))
         self._last.put(outer, args, fn)
 
     def eval_shape(self, *args: Any, **kwargs: Any) -> Any:
