@@ -374,3 +374,34 @@ def test_accepted_candidates_run_and_give_the_single_device_values(kind, mesh_i,
         np.testing.assert_allclose(np.asarray(nx.unwrap(got, sorted(got.names))),
                                    np.asarray(nx.unwrap(expected, sorted(expected.names))),
                                    rtol=2e-5, atol=2e-6)
+
+
+@pytest.mark.parametrize("option, value, cls, words", [
+    ("candidates", [None], TypeError, r"candidates\[0\] must be a rule mapping"),
+    ("memory_limit", "1GB", TypeError, "memory_limit must be a number of bytes"),
+    ("memory_limit", -5, ValueError, "memory_limit is bytes per device and cannot be negative"),
+    ("cost_model", 3, TypeError, "cost_model must be a CostModel"),
+    ("max_candidates", 0, ValueError, "max_candidates must be at least 1"),
+    ("max_candidates", 2.5, TypeError, "max_candidates must be an int"),
+    ("measure", "yes", TypeError, "measure must be True or False"),
+    ("mesh", "notamesh", TypeError, "mesh must be a jax.sharding.Mesh"),
+])
+def test_options_are_checked_before_anything_compiles(option, value, cls, words):
+    traced = []
+
+    def step(x):
+        traced.append(1)
+        return x.sum("e")
+
+    kwargs = {"mesh": auto_mesh((8,), ("d",)), option: value}
+    with pytest.raises(cls, match=rf"^nx.plan_sharding: {words}"):
+        nx.plan_sharding(step, nx.wrap(jnp.ones((8, 4)), ["b", "e"]), **kwargs)
+    assert not traced
+
+
+def test_measure_fills_an_abstract_key_with_keys():
+    x = jax.eval_shape(lambda: nx.wrap(jnp.ones((8, 4)), ["b", "e"]))
+    key = jax.eval_shape(lambda: jax.random.key(0))
+    plan = nx.plan_sharding(lambda k, v: v * jax.random.normal(k, ()), key, x, mesh=auto_mesh((8,), ("d",)),
+                            candidates=[{}, {"b": "d"}], measure=True)
+    assert all(row.ok and row.time_s > 0 for row in plan.rows)

@@ -101,6 +101,7 @@ from ..errors import (
     MissingResourceError,
     NamedAxisError,
     ResourceConflictError,
+    wrong_type,
 )
 from . import distribute
 
@@ -622,6 +623,32 @@ def _resolve_mesh(mesh: Any) -> Any:
     return m
 
 
+def _check_options(candidates: Any, memory_limit: Any, measure: Any, cost_model: Any,
+                   max_candidates: Any) -> None:
+    """Every option of :func:`plan_sharding` checked before anything is traced or compiled."""
+    if candidates is not None and isinstance(candidates, Sequence) and not isinstance(candidates, str):
+        for i, c in enumerate(candidates):
+            if not isinstance(c, Mapping):
+                raise wrong_type(_WHERE, f"candidates[{i}]", c,
+                                 "a rule mapping such as {} (replicated) or {'batch': 'data'}")
+    if memory_limit is not None:
+        if isinstance(memory_limit, bool) or not isinstance(memory_limit, (int, np.integer)):
+            raise wrong_type(_WHERE, "memory_limit", memory_limit, "a number of bytes per device (an int)")
+        if memory_limit < 0:
+            raise ValueError(f"{_WHERE}: memory_limit is bytes per device and cannot be negative, got "
+                             f"{memory_limit}")
+    if not isinstance(measure, (bool, np.bool_)):
+        raise wrong_type(_WHERE, "measure", measure, "True or False")
+    if cost_model is not None and not callable(cost_model):
+        raise wrong_type(_WHERE, "cost_model", cost_model,
+                         "a CostModel, or a callable of flops= and collective_bytes=")
+    if isinstance(max_candidates, bool) or not isinstance(max_candidates, (int, np.integer)):
+        raise wrong_type(_WHERE, "max_candidates", max_candidates, "an int, at least 1")
+    if max_candidates < 1:
+        raise ValueError(f"{_WHERE}: max_candidates must be at least 1 (the replicated candidate), got "
+                         f"{max_candidates}")
+
+
 def _check_rules(i: int, rules: Any, m: Any) -> dict[str, tuple[str, ...]]:
     where = f"{_WHERE}: candidate {i} {rules!r}"
     mapping = placement.normalize(rules, where)
@@ -664,10 +691,15 @@ def _abstract(tree: Any) -> Any:
 
 
 def _concrete(tree: Any) -> Any:
+    """Abstract arguments filled with zeros, for measure=True; a PRNG key type gets keys of seed 0 (NumPy
+    has no such dtype)."""
     def one(x):
-        if isinstance(x, jax.ShapeDtypeStruct):
-            return np.zeros(x.shape, x.dtype)
-        return x
+        if not isinstance(x, jax.ShapeDtypeStruct):
+            return x
+        if jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key):
+            key = jax.random.key(0)
+            return key if x.shape == () else jax.random.split(key, math.prod(x.shape)).reshape(x.shape)
+        return np.zeros(x.shape, x.dtype)
     return jax.tree.map(one, tree)
 
 
@@ -820,6 +852,7 @@ def plan_sharding(step: Callable, *args: Any, mesh: Any = None,
     """
     if not callable(step):
         raise TypeError(f"{_WHERE}: step must be callable, got {step!r}")
+    _check_options(candidates, memory_limit, measure, cost_model, max_candidates)
     m = _resolve_mesh(mesh)
     cost_model = CostModel() if cost_model is None else cost_model
     if candidates is None:
