@@ -125,3 +125,25 @@ def test_a_missing_optional_extra_names_the_extra_to_install(monkeypatch):
             m.setitem(sys.modules, module, None)  # import of it now fails as if it were not installed
             with pytest.raises(ModuleNotFoundError, match=rf'pip install "namedarray\[{extra}\]"'):
                 call()
+
+
+@pytest.mark.parametrize("layout, words", [
+    ("{not json", "is not valid JSON"),
+    ('["w"]', "must map tensor names to their layout, got a list"),
+    ('{"w": ["a", "b"]}', "for tensor 'w' must be an object"),
+    ('{"w": {"names": "ab", "shape": [2, 3]}}', "the names 'ab', which is not a list of axis names"),
+    ('{"w": {"names": [1, 2], "shape": [2, 3]}}', "the names \\[1, 2\\], which is not a list"),
+    ('{"w": {"names": ["a", ""], "shape": [2, 3]}}', "which is not a list of axis names"),
+    ('{"w": {"names": ["a", "b"], "shape": [3, 3]}}',
+     "the shape \\(3, 3\\) \\(9 elements\\), but the tensor holds 6"),
+    ('{"w": {"names": ["a", "b"], "shape": "2x3"}}', "the shape '2x3', which is not a list of sizes"),
+])
+def test_safetensors_with_damaged_names_metadata_is_an_error_not_wrong_names(tmp_path, layout, words):
+    import safetensors.numpy as safetensors_numpy
+
+    path = str(tmp_path / "damaged.safetensors")
+    safetensors_numpy.save_file({"w": np.ones((2, 3), np.float32)}, path,
+                                metadata={"namedarray.names": layout})
+    with pytest.raises(errors.AxisSpecError, match=f"^nx.load_safetensors: the file's 'namedarray.names' "
+                                                   f"metadata .*{words}"):
+        nx.load_safetensors(path)

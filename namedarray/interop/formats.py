@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import math
 import os
 from collections.abc import Mapping
 from typing import Any
@@ -174,19 +175,17 @@ def load_safetensors(path: str) -> dict[str, Any]:
 
     out: dict[str, Any] = {}
     with safe_open(_path(path, "nx.load_safetensors"), framework="numpy") as f:
-        meta = f.metadata() or {}
-        layout = json.loads(meta.get(_METADATA_KEY, "{}"))
+        layout = _read_layout(f.metadata() or {})
         for key in f.keys():  # noqa: SIM118  (safe_open is not a mapping)
             try:
                 data = f.get_tensor(key)
             except AttributeError:  # a dtype numpy lacks (float8): safetensors' reader asks numpy for it
                 data = _raw_tensor(path, key)
-            info = layout.get(key, {})
-            if "shape" in info:
-                data = data.reshape(info["shape"])
+            shape, own = _layout_entry(key, layout.get(key), data.size)
+            if shape is not None:
+                data = data.reshape(shape)
             data = jnp.asarray(data)
-            if info.get("names") is not None:
-                own = tuple(info["names"])
+            if own is not None:
                 if len(own) > data.ndim:
                     raise AxisSpecError(f"nx.load_safetensors: tensor {key!r} has shape {data.shape} but the "
                                         f"file names {len(own)} axes {fmt_names(own)}")
@@ -194,6 +193,52 @@ def load_safetensors(path: str) -> dict[str, Any]:
             else:
                 out[key] = data
     return out
+
+
+_CORRUPT = f"nx.load_safetensors: the file's {_METADATA_KEY!r} metadata"
+
+
+def _read_layout(meta: Mapping[str, str]) -> dict:
+    """The names and shapes :func:`save_safetensors` wrote, checked: a file whose metadata was damaged or
+    written by something else is an error that says so, never names read wrongly."""
+    text = meta.get(_METADATA_KEY)
+    if text is None:
+        return {}
+    try:
+        layout = json.loads(text)
+    except (json.JSONDecodeError, TypeError) as e:
+        raise AxisSpecError(f"{_CORRUPT} is not valid JSON ({e}); the file was damaged or not written by "
+                            "nx.save_safetensors") from None
+    if not isinstance(layout, dict):
+        raise AxisSpecError(f"{_CORRUPT} must map tensor names to their layout, got a "
+                            f"{type(layout).__name__}")
+    return layout
+
+
+def _layout_entry(key: str, info: Any, size: int) -> tuple[tuple[int, ...] | None, tuple[str, ...] | None]:
+    """(shape, names) of tensor ``key`` from the file's layout, each None where the file gives none."""
+    if info is None:
+        return None, None
+    if not isinstance(info, dict):
+        raise AxisSpecError(f"{_CORRUPT} for tensor {key!r} must be an object with 'names' and 'shape', got "
+                            f"{info!r}")
+    shape = info.get("shape")
+    if shape is not None:
+        if not isinstance(shape, list) or not all(
+                isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in shape):
+            raise AxisSpecError(f"{_CORRUPT} gives tensor {key!r} the shape {shape!r}, which is not a "
+                                "list of sizes")
+        if math.prod(shape) != size:
+            raise AxisSpecError(f"{_CORRUPT} gives tensor {key!r} the shape {tuple(shape)} "
+                                f"({math.prod(shape)} elements), but the tensor holds {size}")
+        shape = tuple(shape)
+    names = info.get("names")
+    if names is not None:
+        if not isinstance(names, list) or not all(isinstance(n, str) and n for n in names):
+            raise AxisSpecError(f"{_CORRUPT} gives tensor {key!r} the names {names!r}, which is not a "
+                                "list of axis names")
+        names = tuple(names)
+    return shape, names
 
 
 def _raw_tensor(path: str, key: str) -> np.ndarray:
