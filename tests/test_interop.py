@@ -147,3 +147,24 @@ def test_safetensors_with_damaged_names_metadata_is_an_error_not_wrong_names(tmp
     with pytest.raises(errors.AxisSpecError, match=f"^nx.load_safetensors: the file's 'namedarray.names' "
                                                    f"metadata .*{words}"):
         nx.load_safetensors(path)
+
+
+def test_pickles_written_before_the_modules_moved_still_load(monkeypatch):
+    # they name namedarray.array._unpickle and namedarray.shape.NamedShape; a fresh process loads them
+    import pickle
+    import subprocess
+    import sys
+
+    from namedarray.core import array, shape
+
+    x = nx.wrap(jnp.arange(6.0).reshape(2, 3), ["a", "b"])
+    monkeypatch.setattr(array._unpickle, "__module__", "namedarray.array")
+    monkeypatch.setattr(shape.NamedShape, "__module__", "namedarray.shape")
+    data = pickle.dumps((x, x.named_shape))
+    monkeypatch.undo()
+    assert b"namedarray.array" in data and b"namedarray.shape" in data
+    code = ("import pickle, sys; x, s = pickle.loads(sys.stdin.buffer.read()); "
+            "print(x.named_shape == {'a': 2, 'b': 3}, x.unwrap(['a', 'b']).tolist(), dict(s))")
+    out = subprocess.run([sys.executable, "-c", code], input=data, capture_output=True, timeout=120)
+    assert out.returncode == 0, out.stderr.decode()[-2000:]
+    assert out.stdout.decode().strip() == "True [[0.0, 1.0, 2.0], [3.0, 4.0, 5.0]] {'a': 2, 'b': 3}"

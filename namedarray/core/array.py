@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -293,6 +294,12 @@ def _make(data, names: tuple[str, ...]) -> NamedArray:
 
 def _unpickle(data, names: tuple[str, ...]) -> NamedArray:
     return _make(as_storage(data), tuple(names))
+
+
+# This module was ``namedarray.array`` before the layers became folders, and pickles written then name
+# ``namedarray.array._unpickle``: that name stays importable, so they load (and mean what they meant: a
+# pickle holds the storage and its names in that order).
+sys.modules.setdefault("namedarray.array", sys.modules[__name__])
 
 
 def is_named(v: Any) -> bool:

@@ -12,6 +12,7 @@ True
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterable, Iterator, Mapping
 
 from ..errors import AxisSizeError, AxisSpecError, DuplicateAxisError, fmt_names, wrong_type
@@ -154,3 +155,8 @@ def join_sizes(shapes: Iterable[Mapping[str, int] | None], where: str = "broadca
                     f"{where}: axis {name!r} has size {prev} in {origin[name]} but size {size} in {label}"
                 )
     return out
+
+
+# This module was ``namedarray.shape`` before the layers became folders; pickles of a NamedShape written
+# then name ``namedarray.shape.NamedShape``, which stays importable so that they load.
+sys.modules.setdefault("namedarray.shape", sys.modules[__name__])
