@@ -67,3 +67,31 @@ def test_export_on_a_mesh_keeps_the_layouts_by_name():
         assert back.nr_devices == 8
         y = back.call(nx.shard(x), w)
         np.testing.assert_allclose(y.unwrap("batch"), f(x, w).unwrap("batch"), rtol=1e-6)
+
+
+def test_abstract_arguments_in_any_storage_order_lower_trace_and_export():
+    # an abstract NamedArray stored (b, a) while the boundary order of {a, b} is (a, b): it flattens in that
+    # order like a concrete one, its sharding permuted alike
+    from namedarray.core.array import _make
+
+    with fresh_canonical_orders():
+        _abstract_arguments_in_another_order(_make)
+
+
+def _abstract_arguments_in_another_order(_make):
+    x = nx.wrap(jnp.arange(6.0).reshape(2, 3), ["a", "b"])
+    jax.tree.leaves(x)  # fixes the boundary order (a, b)
+    assert nx.canonical_order(["b", "a"]) == ("a", "b")
+    mesh = jax.make_mesh((2, 4), ("p", "q"), axis_types=(jax.sharding.AxisType.Auto,) * 2)
+    sharded = jax.ShapeDtypeStruct((4, 2), jnp.float32, sharding=jax.sharding.NamedSharding(
+        mesh, jax.sharding.PartitionSpec("q", "p")))
+    leaf = jax.tree.leaves(_make(sharded, ("b", "a")))[0]
+    assert leaf.shape == (2, 4) and leaf.sharding.spec == jax.sharding.PartitionSpec("p", "q")
+    abstract = _make(jax.ShapeDtypeStruct((3, 2), jnp.float32), ("b", "a"))
+    f = nx.jit(lambda v: v.sum("a"))
+    transposed = nx.wrap(jnp.arange(6.0).reshape(2, 3).T, ["b", "a"])
+    assert f.lower(abstract).compile()(transposed).unwrap(["b"]).tolist() == [3.0, 5.0, 7.0]
+    assert f.trace(abstract).out_info.named_shape == {"b": 3}
+    exported = jax.export.export(jax.jit(lambda v: v.sum("a")))(abstract)
+    for arg in (x, transposed):
+        assert exported.call(arg).unwrap(["b"]).tolist() == [3.0, 5.0, 7.0]

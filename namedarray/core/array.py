@@ -443,6 +443,21 @@ def _canonical_perm(names: tuple[str, ...]) -> tuple[tuple[str, ...], tuple[int,
     return canon, tuple(names.index(n) for n in canon)
 
 
+def _permuted_struct(d: jax.ShapeDtypeStruct, perm: tuple[int, ...]) -> jax.ShapeDtypeStruct:
+    """``d`` with its dimensions in the order ``perm``, its sharding's spec permuted alike (a sharding that
+    is not a NamedSharding over some dimensions, the same on every order, is kept; any other is dropped,
+    leaving the layout to the caller)."""
+    sharding = d.sharding
+    if isinstance(sharding, jax.sharding.NamedSharding):
+        spec = tuple(sharding.spec) + (None,) * (d.ndim - len(sharding.spec))
+        permuted = jax.sharding.PartitionSpec(*(spec[i] for i in perm))
+        sharding = jax.sharding.NamedSharding(sharding.mesh, permuted, memory_kind=sharding.memory_kind)
+    elif sharding is not None and not isinstance(sharding, jax.sharding.SingleDeviceSharding):
+        sharding = None
+    return jax.ShapeDtypeStruct(tuple(d.shape[i] for i in perm), d.dtype, sharding=sharding,
+                                weak_type=d.weak_type)
+
+
 def canonical_storage(x: NamedArray) -> tuple[Any, tuple[str, ...]]:
     """(storage with the names in canonical order, those names): what ``x`` flattens to.
 
@@ -470,7 +485,10 @@ def canonical_storage(x: NamedArray) -> tuple[Any, tuple[str, ...]]:
         # caller flattening in another order then fails jax's structure check instead of being transposed
         return d, names
     p = d.ndim - len(names)
-    out = (transpose(d, tuple(range(p)) + tuple(p + i for i in order)), canon)
+    perm = tuple(range(p)) + tuple(p + i for i in order)
+    if isinstance(d, jax.ShapeDtypeStruct):  # an abstract argument (lower, trace, export, eval_shape)
+        return _permuted_struct(d, perm), canon
+    out = (transpose(d, perm), canon)
     if not isinstance(out[0], jax.core.Tracer):  # a tracer (flattened inside a trace) must not outlive it
         x._flat = (*out, d)
     return out
