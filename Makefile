@@ -21,7 +21,7 @@ demo: $(STAMP)
 	$(PY) examples/tutorial.py
 
 test: $(STAMP)
-	@echo "Running the test suite on 2 workers (about 10 minutes on 2 cores; a dot per test passed)"
+	@echo "Running the test suite on 2 workers (about 10 to 12 minutes on 2 cores; a dot per test passed)"
 	$(PY) -m pytest -n 2 -q tests
 
 bench: $(STAMP)
