@@ -168,3 +168,14 @@ def test_pickles_written_before_the_modules_moved_still_load(monkeypatch):
     out = subprocess.run([sys.executable, "-c", code], input=data, capture_output=True, timeout=120)
     assert out.returncode == 0, out.stderr.decode()[-2000:]
     assert out.stdout.decode().strip() == "True [[0.0, 1.0, 2.0], [3.0, 4.0, 5.0]] {'a': 2, 'b': 3}"
+
+
+def test_restore_checkpoint_without_a_target_says_what_the_target_is(tmp_path):
+    import orbax.checkpoint as ocp
+
+    path = str(tmp_path / "ckpt")
+    checkpointer = ocp.StandardCheckpointer()
+    checkpointer.save(path, {"w": nx.wrap(jnp.ones((2, 3)), ["a", "b"])})
+    checkpointer.wait_until_finished()
+    with pytest.raises(TypeError, match=r"^nx.restore_checkpoint: target is the tree to restore into"):
+        nx.restore_checkpoint(checkpointer, path, None)

@@ -289,6 +289,10 @@ def restore_checkpoint(checkpointer: Any, path: Any, target: Any, **restore_kwar
         raise wrong_type(where, "checkpointer", checkpointer,
                          "a checkpointer with metadata(path) and restore(path, target), such as orbax's "
                          "StandardCheckpointer")
+    if target is None:
+        raise TypeError(f"{where}: target is the tree to restore into, with its names, shapes and "
+                        "shardings (e.g. nx.jit(init).eval_shape(key), or the values being replaced), got "
+                        "None")
     sync_with_job()
     meta = checkpointer.metadata(path)
     meta = getattr(meta, "item_metadata", meta)
