@@ -121,6 +121,23 @@ class LRU(Generic[K, V]):
         return len(self._data)
 
 
+class _Members:
+    """The members of a family of per-owner caches: each lives as long as its owner (weakly held here)."""
+
+    def __init__(self) -> None:
+        self._set: weakref.WeakSet = weakref.WeakSet()
+        self._lock = threading.Lock()
+
+    def add(self, member: Any) -> Any:
+        with self._lock:
+            self._set.add(member)
+        return member
+
+    def each(self) -> list:
+        with self._lock:
+            return list(self._set)
+
+
 class LRUFamily:
     """One small :class:`LRU` per owner that keeps its own entries (an object whose configuration cannot be
     a shared key), registered as one cache: its size is the sum, its bound is each member's.
@@ -134,19 +151,15 @@ class LRUFamily:
 
     def __init__(self, name: str, maxsize: int):
         self.maxsize = maxsize
-        self._members: weakref.WeakSet[LRU] = weakref.WeakSet()  # a member lives as long as its owner
-        self._lock = threading.Lock()
+        self._members = _Members()
+        self._lock = threading.Lock()  # guards maxsize
         register(name, self.clear, self.__len__, self.resize)
 
     def new(self) -> LRU:
-        member: LRU = LRU(None, self.maxsize)
-        with self._lock:
-            self._members.add(member)
-        return member
+        return self._members.add(LRU(None, self.maxsize))
 
     def _each(self) -> list[LRU]:
-        with self._lock:
-            return list(self._members)
+        return self._members.each()
 
     def clear(self) -> None:
         for member in self._each():
@@ -237,26 +250,18 @@ class SlotFamily:
     """
 
     def __init__(self, name: str):
-        self._members: weakref.WeakSet[Slot] = weakref.WeakSet()
-        self._lock = threading.Lock()
+        self._members = _Members()
         register(name, self.clear, self.__len__)
 
     def new(self) -> Slot:
-        slot = Slot()
-        with self._lock:
-            self._members.add(slot)
-        return slot
-
-    def _each(self) -> list[Slot]:
-        with self._lock:
-            return list(self._members)
+        return self._members.add(Slot())
 
     def clear(self) -> None:
-        for slot in self._each():
+        for slot in self._members.each():
             slot.value = None
 
     def __len__(self) -> int:
-        return sum(slot.value is not None for slot in self._each())
+        return sum(slot.value is not None for slot in self._members.each())
 
 
 def cache(name: str, maxsize: int) -> Callable[[Callable[..., V]], Callable[..., V]]:

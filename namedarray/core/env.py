@@ -145,6 +145,20 @@ class AxisEnv:
         """The size of ``name`` in one value here: the bound size, or one block of it in ``nx.shard_map``."""
         return self.size(name, where) // self.blocks(name)
 
+    def per_element(self, axis: Any) -> tuple[tuple, tuple[str, ...]]:
+        """``axis`` (a name, an int, or a tuple of them) split into (the rest, the names of an enclosing
+        positional ``nx.xmap`` body): over the latter, values here are per element, and a reduction or
+        collective is JAX's own over them. The second part is empty outside such a body.
+
+        >>> AxisEnv(jax_names={"i": 3}).per_element(("i", 0, "k"))
+        ((0, 'k'), ('i',))
+        """
+        items = tuple(axis) if isinstance(axis, (tuple, list)) else (axis,)
+        if not self.jax_names:
+            return items, ()
+        theirs = tuple(a for a in items if isinstance(a, str) and a in self.jax_names)
+        return tuple(a for a in items if a not in theirs), theirs
+
     def is_bound(self, name: str) -> bool:
         """Whether something around binds ``name``: then :meth:`size` gives its size, or says why a value
         here cannot have it as an axis (a serial loop's name, a positional ``nx.xmap`` body's name)."""

@@ -469,12 +469,10 @@ def reduce(fn: Callable, x: Any, axis: Any, where: str, keepdims: bool = False, 
     >>> reduce(jnp.sum, nx.wrap(jnp.ones((2, 3)), ["a", "b"]), "b", "sum").unwrap(["a"]).tolist()
     [3.0, 3.0]
     """
-    jax_names = _env.current().jax_names
-    if jax_names and axis is not None:
-        items = tuple(axis) if isinstance(axis, (tuple, list)) else (axis,)
-        theirs = tuple(a for a in items if isinstance(a, str) and a in jax_names)
+    if axis is not None:
+        ours, theirs = _env.current().per_element(axis)
         if theirs:
-            return _reduce_per_element(fn, x, items, theirs, where, keepdims, kwargs, extra)
+            return _reduce_per_element(fn, x, ours, theirs, where, keepdims, kwargs, extra)
     if type(x) is not NamedArray:
         kw = dict(kwargs, keepdims=True) if keepdims else dict(kwargs)
         return fn(x, *extra, axis=axis, **kw)
@@ -491,7 +489,7 @@ _PER_ELEMENT = {"sum": jax.lax.psum, "_sum": jax.lax.psum, "mean": jax.lax.pmean
                 "amax": jax.lax.pmax, "min": jax.lax.pmin, "amin": jax.lax.pmin}
 
 
-def _reduce_per_element(fn: Callable, x: Any, items: tuple, theirs: tuple, where: str, keepdims: bool,
+def _reduce_per_element(fn: Callable, x: Any, ours: tuple, theirs: tuple, where: str, keepdims: bool,
                         kwargs: tuple, extra: tuple) -> Any:
     collective = _PER_ELEMENT.get(getattr(fn, "__name__", ""))
     if collective is None or extra or kwargs:
@@ -499,7 +497,6 @@ def _reduce_per_element(fn: Callable, x: Any, items: tuple, theirs: tuple, where
             f"{where}: reduces over {fmt_names(theirs)}, names of the positional nx.xmap body around it, "
             "where values are per element along them: sum, mean, max and min (without further arguments) "
             "reduce over such names; for anything else gather the elements (jax.lax.all_gather) first")
-    ours = tuple(a for a in items if a not in theirs)
     if ours:
         x = reduce(fn, x, ours, where, keepdims)
     return collective(x, theirs)

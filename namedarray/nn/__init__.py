@@ -167,14 +167,8 @@ _PY_SCALARS = (int, float, complex, bool)
 def _per_element_axes(axis: Any) -> tuple[tuple, tuple[str, ...]] | None:
     """Inside a positional ``nx.xmap`` body, an ``axis`` naming the map's names (JAX axis names there, along
     which values are per element): (the rest of ``axis``, those names); else None."""
-    jax_names = _env.current().jax_names
-    if not jax_names:
-        return None
-    items = tuple(axis) if isinstance(axis, (tuple, list)) else (axis,)
-    theirs = tuple(a for a in items if isinstance(a, str) and a in jax_names)
-    if not theirs:
-        return None
-    return tuple(a for a in items if a not in theirs), theirs
+    rest, theirs = _env.current().per_element(axis)
+    return (rest, theirs) if theirs else None
 
 
 def _only_positional(rest: tuple, names: tuple[str, ...], where: str) -> tuple[int, ...]:

@@ -491,7 +491,7 @@ def pdot(x: Any, y: Any, axis_name: str | Sequence[str], pos_contract: Any = _NO
     names = (axis_name,) if type(axis_name) is str else _name_tuple(axis_name, where)
     pc = _pos_pair(pos_contract, "pos_contract", where)
     pb = _pos_pair(pos_batch, "pos_batch", where)
-    if set(names) & set(_env.current().jax_names) and type(x) is not NamedArray and type(y) is not NamedArray:
+    if _env.current().per_element(names)[1] and type(x) is not NamedArray and type(y) is not NamedArray:
         # inside a positional nx.xmap body the map's names are JAX axis names and values are per element
         # along them: xmap's own definition of pdot
         return _pdot_per_element(x, y, names, pc, pb, precision, preferred_element_type)

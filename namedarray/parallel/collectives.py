@@ -127,11 +127,7 @@ def _check_not_mapped_unsplit(names: Sequence[Any], where: str) -> None:
 def _over_jax_names(axis_name: Any) -> bool:
     """Whether ``axis_name`` names an axis of an enclosing positional ``nx.xmap`` body, where the map's
     names are JAX axis names: the collective is then JAX's own, on per-element values."""
-    jax_names = _env.current().jax_names
-    if not jax_names:
-        return False
-    items = axis_name if isinstance(axis_name, (tuple, list)) else (axis_name,)
-    return any(isinstance(a, str) and a in jax_names for a in items)
+    return bool(_env.current().per_element(axis_name)[1])
 
 
 def _jax_axis(axis_name: Any) -> Any:
@@ -317,12 +313,10 @@ _JAX_REDUCERS = {"sum": jax.lax.psum, "mean": jax.lax.pmean, "max": jax.lax.pmax
 
 def _reduce(kind: str, x, axis_name, where: str):
     items = _items(axis_name, where)
-    if _over_jax_names(items):
+    ours, theirs = _env.current().per_element(items)
+    if theirs:
         # the names of a positional nx.xmap body are JAX's there; any other names (of NamedArrays made in
         # the body) and positional ints are reduced by nx first
-        jax_names = _env.current().jax_names
-        theirs = tuple(a for a in items if isinstance(a, str) and a in jax_names)
-        ours = tuple(a for a in items if not (isinstance(a, str) and a in jax_names))
         if ours:
             x = _reduce(kind, x, ours, where)
         return _JAX_REDUCERS[kind](x, theirs)
