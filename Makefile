@@ -14,7 +14,7 @@ $(PY):
 
 $(STAMP): pyproject.toml | $(PY)
 	@echo "Installing namedarray and its test dependencies into $(VENV) (once, and again when pyproject.toml changes; a few minutes)"
-	$(PY) -m pip install -q -e ".[dev]"
+	$(PY) -m pip install -q -e ".[dev]" --config-settings editable_mode=compat
 	touch $(STAMP)
 
 demo: $(STAMP)
