@@ -2,8 +2,8 @@
 an exported function round-trips through bytes and is called with NamedArrays as before.
 
 The serialized calling convention holds each NamedArray's names in the boundary order its value flattened
-in; a program whose values flatten in another order is refused by jax's pytree check, never given a
-transposed argument.
+in; a program whose values flatten in another order is refused with an nx error naming the names and both
+orders, never given a transposed argument.
 """
 
 import jax
@@ -48,12 +48,35 @@ def test_an_exported_function_refuses_values_flattened_in_another_order():
         nx.fix_canonical_order(["batch", "embed"], ["embed", "mlp"])
         x, w = _values()
         blob = export.export(jax.jit(_layer))(x, w).serialize()
+        expected = _layer(x, w).unwrap("batch")
     with fresh_canonical_orders():  # another program, where {batch, embed} crosses jit as (embed, batch)
         nx.fix_canonical_order(["embed", "batch"], ["embed", "mlp"])
         back = export.deserialize(blob)
         x, w = _values()
-        with pytest.raises((TypeError, ValueError), match="pytree|structure"):
+        # the names, the order the record holds, the order this program passes, and what to do
+        with pytest.raises(nx.errors.AxisSpecError,
+                           match=r"^nx: the exported function takes the names \['batch', 'embed'\] in "
+                                 r"the order \('batch', 'embed'\).*this program passes them as \('embed', "
+                                 r"'batch'\).*nx.fix_canonical_order\(\['batch', 'embed'\]\)"):
             back.call(x, w)
+        with pytest.raises(nx.errors.AxisSpecError, match="the order"):  # storage order changes nothing
+            back.call(nx.wrap(x.unwrap("batch", "embed"), ["batch", "embed"]), w)
+    with fresh_canonical_orders():  # the advice: the recorded order, given before anything flattens them
+        nx.fix_canonical_order(["batch", "embed"])
+        back = export.deserialize(blob)
+        x, w = _values()
+        np.testing.assert_allclose(back.call(x, w).unwrap("batch"), expected, rtol=1e-6)
+        xt = nx.wrap(x.unwrap("embed", "batch"), ["embed", "batch"])
+        np.testing.assert_allclose(back.call(xt, w).unwrap("batch"), expected, rtol=1e-6)
+
+
+def test_other_structure_mismatches_stay_jax_s_messages():
+    x, w = _values()
+    back = export.deserialize(export.export(jax.jit(_layer))(x, w).serialize())
+    with pytest.raises(ValueError, match=r"args is a tuple of length 1 in the invocation and a tuple of "
+                                         r"length 2 when exported") as e:
+        back.call(x)
+    assert not isinstance(e.value, nx.errors.NamedAxisError)
 
 
 def test_export_on_a_mesh_keeps_the_layouts_by_name():

@@ -46,7 +46,7 @@ from ..errors import (
 )
 from . import caches, kernels, orders
 from .context import record as _record
-from .orders import canonical, order_key
+from .orders import canonical, check_job, order_key
 from .shape import NamedShape, check_names
 
 __all__ = ["NamedArray", "is_named", "tree_map", "tree_leaves", "as_storage", "from_storage"]
@@ -468,6 +468,10 @@ def canonical_storage(x: NamedArray) -> tuple[Any, tuple[str, ...]]:
     names = x.names
     if len(names) < 2:
         return x.data, names
+    check_job()  # before the cached permutation: joining a job may change an order given before it
+    d = x.data
+    if not hasattr(d, "ndim"):  # JAX unflattens a structure with placeholders (object(), None, 0) and
+        return _placeholder(d, names)  # flattens it again
     plan = _canonical_perm(names)
     if plan is None:
         return x.data, names
@@ -477,12 +481,9 @@ def canonical_storage(x: NamedArray) -> tuple[Any, tuple[str, ...]]:
     # orders were reset since
     if flat is not None and flat[2] is x.data and flat[1] == canon and not flat[0].is_deleted():
         return flat[:2]
-    d = x.data
-    if not hasattr(d, "ndim"):  # JAX unflattens placeholders (object(), None) and flattens them again
-        return d, canon
     if isinstance(d, jax.core.AbstractValue):
         # a structure jax rebuilt from a record (jax.export's deserialize) keeps the order it recorded: a
-        # caller flattening in another order then fails jax's structure check instead of being transposed
+        # caller flattening in another order is then refused (see _placeholder) instead of transposed
         return d, names
     p = d.ndim - len(names)
     perm = tuple(range(p)) + tuple(p + i for i in order)
@@ -492,6 +493,30 @@ def canonical_storage(x: NamedArray) -> tuple[Any, tuple[str, ...]]:
     if not isinstance(out[0], jax.core.Tracer):  # a tracer (flattened inside a trace) must not outlive it
         x._flat = (*out, d)
     return out
+
+
+def _placeholder(d: Any, names: tuple[str, ...]) -> tuple[Any, tuple[str, ...]]:
+    """What a NamedArray holding a placeholder instead of storage flattens to: its names as they are.
+
+    A structure made in this program already holds this program's orders, so it comes back unchanged. One
+    recorded elsewhere (a function deserialized with ``jax.export``) holds the order of the program that
+    recorded it, and that order is what its arrays mean: it must not be turned into this program's order.
+    Where this program orders the set otherwise (jax compares such a structure with the arguments of a
+    call, flattening both with placeholders), no value of this program can take its place, and jax's own
+    report finds no difference between the two; say it here, with the names, both orders and the fix. Asking
+    for the order gives a set none.
+    """
+    known = orders.canonical_order(names)
+    if known is not None and known != names:
+        raise AxisSpecError(
+            f"nx: the exported function takes the names {sorted(names)} in the order {names} (the order "
+            f"they crossed its boundary in the program that exported it), but this program passes them as "
+            f"{known}: NamedArrays with these names cross the pytree boundary (jax.export, jit) in one order "
+            f"per program, whatever order each value stores them in, so transposing an argument changes "
+            f"nothing. Call it from a program that gives these names the exported order before anything "
+            f"flattens them: nx.fix_canonical_order({list(names)}) at start-up (or export the function "
+            f"again from a program that orders them {known})")
+    return d, names
 
 
 def _flatten_with_keys(x: NamedArray):
@@ -533,7 +558,8 @@ def _deserialize_names(blob: bytes) -> tuple[str, ...]:
 
 # ``jax.export`` records the calling convention (the pytree of arguments and results) in what it serializes:
 # a NamedArray's part is its names, in the boundary order the value flattened in. A caller whose values
-# flatten in another order gets jax's pytree-mismatch error, never a transposed argument.
+# flatten in another order is refused (an AxisSpecError, see _placeholder), never given a transposed
+# argument.
 try:
     from jax import export as _export
 
