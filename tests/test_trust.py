@@ -166,15 +166,111 @@ def test_restore_checkpoint_names_a_renamed_axis(tmp_path):
         nx.restore_checkpoint(ckptr, str(tmp_path / "c"), {"w": nx.wrap(jnp.zeros((2, 2)), ["a", "c"])})
 
 
-def test_restore_checkpoint_refuses_a_checkpoint_without_orders(tmp_path):
-    # saved before key paths named orders: the leaf is 'data', its order unknown
-    ckptr = _save(str(tmp_path / "c"), {"w": {"data": jnp.zeros((2, 2))}, "v": {"data": jnp.arange(3.0)}})
+def test_restore_checkpoint_restores_part_of_a_checkpoint_by_name(tmp_path):
+    # orbax's StandardCheckpointer.restore has no partial_restore; nx.restore_checkpoint takes it for any
+    # orbax checkpointer, and restores the target's leaves only, by name, in the target's shardings
+    from meshes import auto_mesh
+
+    w = nx.wrap(jnp.arange(8.0).reshape(4, 2), ["embed", "mlp"])
+    tree = {"w": w, "b": nx.wrap(jnp.arange(2.0), ["mlp"]), "step": jnp.asarray(3),
+            "opt": optax.adam(1e-3).init({"w": w})}
+    ckptr = _save(str(tmp_path / "c"), tree)
+    mesh = auto_mesh((4, 2), ("data", "model"))
+    with fresh_canonical_orders(), jax.set_mesh(mesh), nx.axis_rules({"embed": "data", "mlp": "model"}):
+        nx.fix_canonical_order(["mlp", "embed"])  # another program's order
+        target = nx.shard({"w": jax.eval_shape(lambda: nx.wrap(jnp.zeros((2, 4)), ["mlp", "embed"])),
+                           "step": jax.ShapeDtypeStruct((), jnp.int32)})
+        got = nx.restore_checkpoint(ckptr, str(tmp_path / "c"), target, partial_restore=True)
+        assert sorted(got) == ["step", "w"] and int(got["step"]) == 3
+        np.testing.assert_array_equal(got["w"].unwrap(["embed", "mlp"]), np.arange(8.0).reshape(4, 2))
+        # in the checkpoint's order, laid out by name as the target is
+        assert dict(zip(got["w"].names, got["w"].sharding.spec)) == {"embed": "data", "mlp": "model"}
+        # without it, orbax's refusal of a part (it says to pass partial_restore=True, which now works)
+        with pytest.raises(ValueError, match="partial_restore=True"):
+            nx.restore_checkpoint(ckptr, str(tmp_path / "c"), target)
+        # a path the checkpoint lacks is an error naming it, never the target's abstract value handed back
+        for missing in ({"w2": target["w"]}, {"steps": target["step"]}):
+            with pytest.raises(ValueError, match=rf"^nx.restore_checkpoint: the checkpoint holds nothing at "
+                                                 rf"\['{list(missing)[0]}'\].*at its top level it holds "
+                                                 r"'b', 'opt', 'step', 'w'$"):
+                nx.restore_checkpoint(ckptr, str(tmp_path / "c"), missing, partial_restore=True)
+    # plain values in, plain values restored; a target without shardings restores as orbax would
+    part = nx.restore_checkpoint(ckptr, str(tmp_path / "c"),
+                                 {"b": nx.wrap(jnp.zeros(2), ["mlp"]), "opt": (
+                                     optax.ScaleByAdamState(jnp.zeros((), jnp.int32), {"w": w}, {"w": w}),
+                                     optax.EmptyState())}, partial_restore=True)
+    np.testing.assert_array_equal(part["b"].unwrap(["mlp"]), np.arange(2.0))
+    np.testing.assert_array_equal(part["opt"][0].mu["w"].unwrap(["embed", "mlp"]), np.zeros((4, 2)))
+    assert isinstance(part["opt"][0], optax.ScaleByAdamState)
+
+
+def test_restore_checkpoint_partial_restore_with_other_checkpointers(tmp_path):
+    w = nx.wrap(jnp.arange(6.0).reshape(2, 3), ["a", "b"])
+    _save(str(tmp_path / "c"), {"w": w, "v": jnp.ones(4)})
+    target = {"w": nx.wrap(jnp.zeros((3, 2)), ["b", "a"])}
+    got = nx.restore_checkpoint(ocp.PyTreeCheckpointer(), str(tmp_path / "c"), target, partial_restore=True)
+    np.testing.assert_array_equal(got["w"].unwrap(["a", "b"]), np.arange(6.0).reshape(2, 3))
+    with pytest.raises(TypeError, match=r"^nx.restore_checkpoint: with partial_restore=True .* takes "
+                                        r"strict, not save_args"):
+        nx.restore_checkpoint(ocp.StandardCheckpointer(), str(tmp_path / "c"), target, partial_restore=True,
+                              save_args=None)
+
+    class Reader:  # not orbax's: it gets partial_restore=True itself, its own spelling
+        def metadata(self, path):
+            return ocp.StandardCheckpointer().metadata(path)
+
+        def restore(self, path, target, **kwargs):
+            self.kwargs = kwargs
+            args = ocp.checkpoint_utils.construct_restore_args(target)
+            return ocp.PyTreeCheckpointer().restore(path, args=ocp.args.PyTreeRestore(
+                item=target, restore_args=args, **kwargs))
+
+    reader = Reader()
+    got = nx.restore_checkpoint(reader, str(tmp_path / "c"), target, partial_restore=True)
+    assert reader.kwargs == {"partial_restore": True}
+    np.testing.assert_array_equal(got["w"].unwrap(["a", "b"]), np.arange(6.0).reshape(2, 3))
+
+
+def test_restore_checkpoint_reads_a_checkpoint_without_orders_by_its_sizes(tmp_path):
+    # saved before key paths named orders: each NamedArray's leaf is 'data', its order not written down; the
+    # sizes tell the axes apart when the target's names all have different sizes
+    u = np.arange(24.0).reshape(3, 4, 2)  # (positional, b, a)
+    ckptr = _save(str(tmp_path / "c"), {"w": {"data": jnp.arange(6.0).reshape(3, 2)},  # (c, a)
+                                        "u": {"data": jnp.asarray(u)}, "v": {"data": jnp.arange(2.0)}})
+    mesh = jax.make_mesh((2, 4), ("x", "y"), axis_types=(jax.sharding.AxisType.Auto,) * 2)
+    with jax.set_mesh(mesh), nx.axis_rules({"a": "x", "b": "y"}):
+        target = nx.shard({"w": nx.wrap(jnp.zeros((2, 3)), ["a", "c"]), "v": nx.wrap(jnp.zeros(2), ["a"]),
+                           "u": nx.wrap(jnp.zeros((3, 2, 4)), [None, "a", "b"])})
+        got = nx.restore_checkpoint(ckptr, str(tmp_path / "c"), target)
+    np.testing.assert_array_equal(got["w"].unwrap(["c", "a"]), np.arange(6.0).reshape(3, 2))
+    np.testing.assert_array_equal(got["u"].unwrap([None, "b", "a"]), u)
+    np.testing.assert_array_equal(got["v"].unwrap(["a"]), np.arange(2.0))
+    assert dict(zip(got["u"].names, got["u"].sharding.spec[1:])) == {"a": "x", "b": "y"}
+
+
+def test_restore_checkpoint_without_orders_refuses_a_guess_and_its_advice_works(tmp_path):
+    square = np.arange(4.0).reshape(2, 2)  # stored (b, a) by the program that saved it
+    ckptr = _save(str(tmp_path / "c"), {"w": {"data": jnp.asarray(square)}, "v": {"data": jnp.arange(3.0)}})
     target = {"w": nx.wrap(jnp.zeros((2, 2)), ["a", "b"]), "v": nx.wrap(jnp.zeros(3), ["a"])}
-    with pytest.raises(AxisSpecError, match=r"without its axis order"):
+    with pytest.raises(AxisSpecError) as e:
         nx.restore_checkpoint(ckptr, str(tmp_path / "c"), target)
-    one = nx.restore_checkpoint(ckptr, str(tmp_path / "c"),
-                                {"v": target["v"], "w": {"data": jnp.zeros((2, 2))}})
-    np.testing.assert_array_equal(one["v"].unwrap(["a"]), np.arange(3.0))  # one name: nothing to misread
+    message = str(e.value)
+    assert message.startswith("nx.restore_checkpoint: the checkpoint holds ['w'] under the key 'data'")
+    assert "the names 'a', 'b' share a size ({'a': 2, 'b': 2})" in message
+    advice = ("put {'data': jax.ShapeDtypeStruct((2, 2), jnp.float32)} at ['w'] in the target, then "
+              "nx.wrap(restored['w']['data'], ['a', 'b']) if it stored them ('a', 'b')")
+    assert message.endswith(advice)
+    # the advice, followed as it reads (with the order the saving program used)
+    restored = nx.restore_checkpoint(ckptr, str(tmp_path / "c"), {
+        "v": target["v"], "w": {"data": jax.ShapeDtypeStruct((2, 2), jnp.float32)}})
+    w = nx.wrap(restored["w"]["data"], ["b", "a"])
+    np.testing.assert_array_equal(w.unwrap(["b", "a"]), square)
+    np.testing.assert_array_equal(restored["v"].unwrap(["a"]), np.arange(3.0))  # one name: nothing to misread
+    # sizes that no order of the target's gives: the sizes, not a shape error from deep inside the reader
+    with pytest.raises(nx.errors.AxisSizeError, match=r"\['w'\] under the key 'data'.*the shape \(2, 2\), "
+                                                      r"which no order of the target's named shape "
+                                                      r"\{'a': 2, 'b': 3\}"):
+        nx.restore_checkpoint(ckptr, str(tmp_path / "c"), {"w": nx.wrap(jnp.zeros((2, 3)), ["a", "b"])})
 
 
 def test_the_order_table_is_bounded_and_never_changes_an_order(monkeypatch):

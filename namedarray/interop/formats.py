@@ -24,6 +24,7 @@ import importlib
 import json
 import math
 import os
+import sys
 from collections.abc import Mapping
 from typing import Any
 
@@ -34,7 +35,7 @@ import numpy as np
 from ..core.array import NamedArray, _make, is_named
 from ..core.orders import canonical, order_key, parse_order_key, sync_with_job
 from ..core.shape import check_names
-from ..errors import AxisSpecError, PositionalMisuseError, fmt_names, wrong_type
+from ..errors import AxisSizeError, AxisSpecError, PositionalMisuseError, fmt_names, wrong_type
 
 __all__ = ["from_xarray", "to_xarray", "save_safetensors", "load_safetensors", "restore_checkpoint"]
 
@@ -263,7 +264,8 @@ def _raw_tensor(path: str, key: str) -> np.ndarray:
 # Orbax: restoring by name
 
 
-def restore_checkpoint(checkpointer: Any, path: Any, target: Any, **restore_kwargs: Any) -> Any:
+def restore_checkpoint(checkpointer: Any, path: Any, target: Any, *, partial_restore: bool = False,
+                       **restore_kwargs: Any) -> Any:
     """Restore a checkpoint into ``target``'s structure, names and shardings, matching axes by name.
 
     ``checkpointer`` is an orbax ``StandardCheckpointer`` (anything with ``metadata(path)`` and
@@ -273,16 +275,27 @@ def restore_checkpoint(checkpointer: Any, path: Any, target: Any, **restore_kwar
     comes back with its names, so a program whose boundary orders differ from the saving program's gets the
     right values, where ``checkpointer.restore(path, target)`` refuses the mismatched paths. Saved names that
     differ from the target's (a renamed axis) are an :class:`~namedarray.errors.AxisSpecError` naming both.
-    ``restore_kwargs`` go to ``checkpointer.restore`` (e.g. orbax's ``partial_restore=True``).
+    A leaf saved under the key ``data`` (before key paths named orders) is restored by its sizes when they
+    tell its axes apart, and is an error saying how to read it otherwise.
+
+    ``partial_restore=True`` restores only the leaves ``target`` has, a part of the saved tree (the
+    parameters without the optimiser state), as orbax's ``partial_restore`` does; with an orbax
+    checkpointer, nx reads them through orbax's ``PyTreeCheckpointer`` (``StandardCheckpointer.restore``
+    has no such option), so ``restore_kwargs`` may only be ``strict``. A path of ``target`` the checkpoint
+    lacks is an error naming it. Other ``restore_kwargs`` go to ``checkpointer.restore`` (e.g. orbax's
+    ``strict=False``).
 
     >>> import namedarray as nx, jax.numpy as jnp, orbax.checkpoint as ocp, tempfile, os
     >>> path = os.path.join(tempfile.mkdtemp(), "ckpt")
     >>> ckptr = ocp.StandardCheckpointer()
-    >>> ckptr.save(path, {"w": nx.wrap(jnp.arange(6.0).reshape(2, 3), ["embed", "mlp"])})
+    >>> ckptr.save(path, {"w": nx.wrap(jnp.arange(6.0).reshape(2, 3), ["embed", "mlp"]), "step": 7})
     >>> ckptr.wait_until_finished()
-    >>> target = {"w": nx.wrap(jnp.zeros((3, 2)), ["mlp", "embed"])}
+    >>> target = {"w": nx.wrap(jnp.zeros((3, 2)), ["mlp", "embed"]), "step": 0}
     >>> nx.restore_checkpoint(ckptr, path, target)["w"].unwrap(["embed", "mlp"]).tolist()
     [[0.0, 1.0, 2.0], [3.0, 4.0, 5.0]]
+    >>> part = nx.restore_checkpoint(ckptr, path, {"w": target["w"]}, partial_restore=True)
+    >>> list(part), part["w"].unwrap(["embed", "mlp"]).tolist()
+    (['w'], [[0.0, 1.0, 2.0], [3.0, 4.0, 5.0]])
     """
     where = "nx.restore_checkpoint"
     if not all(callable(getattr(checkpointer, m, None)) for m in ("metadata", "restore")):
@@ -303,17 +316,27 @@ def restore_checkpoint(checkpointer: Any, path: Any, target: Any, **restore_kwar
         saved.setdefault(keys[:-1], {})[keys[-1]] = m
 
     leaves, tree = jax.tree_util.tree_flatten_with_path(target, is_leaf=is_named)
-    request, plans = [], []
+    request: list[Any] = []
+    plans: list[tuple[str, tuple[str, ...]] | None] = []  # per leaf: its key in the checkpoint, its order
     for p, v in leaves:
+        at = _path_strings(p)
+        label = jax.tree_util.keystr(p) or "the target"
+        if partial_restore and not _holds(saved, at):
+            # orbax's partial restore hands the target's own (abstract) value back for a path it lacks
+            raise ValueError(f"{where}: the checkpoint holds nothing at {label}, which the target asks for "
+                             "(partial_restore=True restores the target's leaves, each from the checkpoint); "
+                             f"{_nearest(saved, at, p)}")
         if not is_named(v):
             request.append(v)
             plans.append(None)
             continue
-        at = _path_strings(p)
-        label = jax.tree_util.keystr(p) or "the target"
-        found = {parse_order_key(k): k for k in saved.get(at, {}) if parse_order_key(k) is not None}
+        found: dict[tuple[str, ...], str] = {}  # the orders the checkpoint holds here, and their keys
+        for k in saved.get(at, {}):
+            held_order = parse_order_key(k)
+            if held_order is not None:
+                found[held_order] = k
         names = v.names
-        key = next((k for order, k in found.items() if set(order) == set(names)), None)
+        key = next((k for held_order, k in found.items() if set(held_order) == set(names)), None)
         if key is None and names and found == {(): "data"}:
             key = "data"  # saved before key paths named orders (or without names): see below
         if key is None:
@@ -324,20 +347,105 @@ def restore_checkpoint(checkpointer: Any, path: Any, target: Any, **restore_kwar
             held = " or ".join(str(sorted(o)) for o in found)
             raise AxisSpecError(f"{where}: the checkpoint holds {label} with the names {held}, the target "
                                 f"has {sorted(names)}")
-        order = parse_order_key(key)
-        if key == "data" and len(names) > 1:  # saved before keys named their order: the order is unknown
-            raise AxisSpecError(
-                f"{where}: the checkpoint holds {label} (names {sorted(names)}) without its axis order (it "
-                "was saved under the key 'data'); restore it with checkpointer.restore in a program whose "
-                f"boundary order of these names is the saving program's (nx.fix_canonical_order)")
+        order = next(o for o, k in found.items() if k == key)
         if key == "data":
-            order = names
+            order = _legacy_order(v, saved[at]["data"], label, where)
         request.append({key: _abstract(v, order)})
         plans.append((key, order))
     request = jax.tree_util.tree_unflatten(tree, request)
-    restored = tree.flatten_up_to(checkpointer.restore(path, request, **restore_kwargs))
+    if partial_restore:
+        restored = _restore_part(checkpointer, path, request, saved, restore_kwargs, where)
+    else:
+        restored = checkpointer.restore(path, request, **restore_kwargs)
+    restored = tree.flatten_up_to(restored)
     out = [r if plan is None else _make(r[plan[0]], plan[1]) for r, plan in zip(restored, plans)]
     return jax.tree_util.tree_unflatten(tree, out)
+
+
+def _legacy_order(v: NamedArray, meta: Any, label: str, where: str) -> tuple[str, ...]:
+    """The order of ``v``'s names in a leaf saved under the key ``data``, before key paths named orders.
+
+    Such a key says nothing of the order, so the saved shape must: each named axis is told by its size when
+    the sizes of the target's names are all different (positional axes come first in every order). Where two
+    names share a size, no reading is sure, and the error says how to restore the leaf as a plain array.
+    """
+    names = v.names
+    if len(names) < 2:
+        return names
+    p = v.data.ndim - len(names)
+    sizes = dict(zip(names, v.data.shape[p:]))
+    shape = getattr(meta, "shape", None)
+    shape = tuple(shape) if shape is not None else None
+    named_shape = "{" + ", ".join(f"{n!r}: {sizes[n]}" for n in sorted(names)) + "}"
+    what = (f"{where}: the checkpoint holds {label} under the key 'data', saved before key paths named the "
+            f"axis order")
+    if shape is not None and (len(shape) != v.data.ndim or shape[:p] != tuple(v.data.shape[:p])
+                              or sorted(shape[p:]) != sorted(sizes.values())):
+        raise AxisSizeError(f"{what}, with the shape {shape}, which no order of the target's named shape "
+                            f"{named_shape}" + (f" after its positional shape {tuple(v.data.shape[:p])}"
+                                                if p else "") + " gives")
+    if shape is not None and len(set(sizes.values())) == len(names):
+        by_size = {size: n for n, size in sizes.items()}
+        return tuple(by_size[size] for size in shape[p:])
+    shared = sorted(n for n in names if list(sizes.values()).count(sizes[n]) > 1)
+    dtype = getattr(meta, "dtype", v.data.dtype)
+    why = (f"the names {fmt_names(shared)} share a size ({named_shape})" if shape is not None
+           else "the checkpoint gives no shape for it")
+    example = [None] * p + list(names)
+    raise AxisSpecError(
+        f"{what}, and its shape {shape} does not tell its axes apart: {why}. Restore it as a plain array and "
+        f"name its axes in the order the program that saved it stored them: put {{'data': "
+        f"jax.ShapeDtypeStruct({shape}, jnp.{np.dtype(dtype).name})}} at {label} in the target, then "
+        f"nx.wrap(restored{label if label != 'the target' else ''}['data'], {example}) if it stored them "
+        f"{tuple(names)}")
+
+
+def _holds(saved: dict[tuple[str, ...], dict[str, Any]], at: tuple[str, ...]) -> bool:
+    """Whether the checkpoint has a leaf or a subtree at ``at``."""
+    if at[:-1] in saved and at and at[-1] in saved[at[:-1]]:
+        return True
+    return any(node[:len(at)] == at for node in saved)
+
+
+def _nearest(saved: dict[tuple[str, ...], dict[str, Any]], at: tuple[str, ...], path: Any) -> str:
+    """What the checkpoint holds where ``at`` leaves it: the keys under the longest part of ``at`` it has."""
+    for n in range(len(at) - 1, -1, -1):
+        prefix = at[:n]
+        keys = {node[n] for node in saved if node[:n] == prefix and len(node) > n}
+        keys |= set(saved.get(prefix, {}))
+        if keys:
+            there = f"at {jax.tree_util.keystr(tuple(path[:n]))}" if n else "at its top level"
+            return f"{there} it holds {', '.join(repr(k) for k in sorted(keys))}"
+    return "it holds nothing"
+
+
+def _restore_part(checkpointer: Any, path: Any, request: Any, saved: dict[tuple[str, ...], dict[str, Any]],
+                  restore_kwargs: dict[str, Any], where: str) -> Any:
+    """``checkpointer``'s checkpoint at ``path``, only the leaves of ``request``."""
+    ocp = sys.modules.get("orbax.checkpoint")  # an orbax checkpointer means orbax is imported
+    if ocp is None or not isinstance(checkpointer, ocp.Checkpointer):
+        return checkpointer.restore(path, request, partial_restore=True, **restore_kwargs)
+    unknown = sorted(set(restore_kwargs) - {"strict"})
+    if unknown:
+        raise TypeError(f"{where}: with partial_restore=True and an orbax checkpointer, nx reads through "
+                        f"orbax's PyTreeCheckpointer, and takes strict, not {', '.join(unknown)}")
+    # StandardCheckpointer's handler cannot leave leaves out; the PyTree handler reads the same files. Its
+    # restore arguments are the StandardCheckpointer's: the target's sharding, else the saved one.
+    reader = checkpointer if isinstance(checkpointer, ocp.PyTreeCheckpointer) else ocp.PyTreeCheckpointer()
+
+    def sharding(p: Any, leaf: Any) -> Any:
+        own = getattr(leaf, "sharding", None)
+        if own is not None or not isinstance(leaf, jax.ShapeDtypeStruct):
+            return own
+        keys = _path_strings(p)
+        held = getattr(saved.get(keys[:-1], {}).get(keys[-1]), "sharding", None)
+        return held.to_jax_sharding() if held is not None else None
+
+    shardings = jax.tree_util.tree_map_with_path(sharding, request)
+    args = ocp.checkpoint_utils.construct_restore_args(request, shardings,
+                                                       strict=restore_kwargs.get("strict", True))
+    return reader.restore(path, args=ocp.args.PyTreeRestore(item=request, restore_args=args,
+                                                            partial_restore=True))
 
 
 def _path_strings(path) -> tuple[str, ...]:
