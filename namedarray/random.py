@@ -40,12 +40,14 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.typing import ArrayLike, DTypeLike
 
 from .core.array import NamedArray, from_storage
 from .core.shape import join_sizes
 from .core.wrapping import name_to_position, wrap
 from .engine import dispatch as engine
 from .engine.arguments import call
+from .engine.docstrings import follows_arguments
 from .engine.lifting import rest_of
 from .engine.nmap import nmap
 from .errors import AxisSizeError, AxisSpecError, PositionalAxisError, describe, fmt_names, wrong_type
@@ -226,7 +228,9 @@ def _sample(name: str, k: Any, params: Mapping[str, Any], shape: Shape, named_sh
     return engine.run(_sample_impl, static, (k, *arrays))
 
 
-def normal(key: Any, shape: Shape = (), dtype: Any = None, *, named_shape: NamedShapeLike = None) -> Any:
+@follows_arguments
+def normal(key: NamedArray | ArrayLike, shape: Shape = (), dtype: DTypeLike | None = None, *,
+           named_shape: NamedShapeLike = None) -> NamedArray | jax.Array:
     """Standard normal samples of positional ``shape`` and named shape ``named_shape``.
 
     >>> import jax, namedarray as nx
@@ -236,8 +240,10 @@ def normal(key: Any, shape: Shape = (), dtype: Any = None, *, named_shape: Named
     return _sample("normal", key, {}, shape, named_shape, {"dtype": dtype})
 
 
-def uniform(key: Any, shape: Shape = (), dtype: Any = None, minval: Any = 0.0, maxval: Any = 1.0, *,
-            named_shape: NamedShapeLike = None) -> Any:
+@follows_arguments
+def uniform(key: NamedArray | ArrayLike, shape: Shape = (), dtype: DTypeLike | None = None,
+            minval: NamedArray | ArrayLike = 0.0, maxval: NamedArray | ArrayLike = 1.0, *,
+            named_shape: NamedShapeLike = None) -> NamedArray | jax.Array:
     """Uniform samples in ``[minval, maxval)``; the bounds may be NamedArrays (their names join in).
 
     >>> import jax, jax.numpy as jnp, namedarray as nx
@@ -248,7 +254,9 @@ def uniform(key: Any, shape: Shape = (), dtype: Any = None, minval: Any = 0.0, m
     return _sample("uniform", key, {"minval": minval, "maxval": maxval}, shape, named_shape, {"dtype": dtype})
 
 
-def bernoulli(key: Any, p: Any = 0.5, shape: Shape = None, *, named_shape: NamedShapeLike = None) -> Any:
+@follows_arguments
+def bernoulli(key: NamedArray | ArrayLike, p: NamedArray | ArrayLike = 0.5, shape: Shape = None, *,
+              named_shape: NamedShapeLike = None) -> NamedArray | jax.Array:
     """Boolean samples that are True with probability ``p`` (a scalar, array or NamedArray).
 
     >>> import jax, namedarray as nx
@@ -258,8 +266,10 @@ def bernoulli(key: Any, p: Any = 0.5, shape: Shape = None, *, named_shape: Named
     return _sample("bernoulli", key, {"p": p}, shape, named_shape, {})
 
 
-def randint(key: Any, shape: Shape, minval: Any, maxval: Any, dtype: Any = None, *,
-            named_shape: NamedShapeLike = None) -> Any:
+@follows_arguments
+def randint(key: NamedArray | ArrayLike, shape: Shape, minval: NamedArray | ArrayLike,
+            maxval: NamedArray | ArrayLike, dtype: DTypeLike | None = None, *,
+            named_shape: NamedShapeLike = None) -> NamedArray | jax.Array:
     """Integers in ``[minval, maxval)``.
 
     >>> import jax, namedarray as nx
@@ -272,8 +282,10 @@ def randint(key: Any, shape: Shape, minval: Any, maxval: Any, dtype: Any = None,
     return _sample("randint", key, {"minval": minval, "maxval": maxval}, shape, named_shape, {"dtype": dtype})
 
 
-def truncated_normal(key: Any, lower: Any, upper: Any, shape: Shape = None, dtype: Any = None, *,
-                     named_shape: NamedShapeLike = None) -> Any:
+@follows_arguments
+def truncated_normal(key: NamedArray | ArrayLike, lower: NamedArray | ArrayLike,
+                     upper: NamedArray | ArrayLike, shape: Shape = None, dtype: DTypeLike | None = None, *,
+                     named_shape: NamedShapeLike = None) -> NamedArray | jax.Array:
     """Standard normal samples truncated to ``(lower, upper)``.
 
     >>> import jax, namedarray as nx
@@ -285,8 +297,10 @@ def truncated_normal(key: Any, lower: Any, upper: Any, shape: Shape = None, dtyp
                    {"dtype": dtype})
 
 
-def gumbel(key: Any, shape: Shape = (), dtype: Any = None, mode: str | None = None, *,
-           named_shape: NamedShapeLike = None) -> Any:
+@follows_arguments
+def gumbel(key: NamedArray | ArrayLike, shape: Shape = (), dtype: DTypeLike | None = None,
+           mode: str | None = None, *,
+           named_shape: NamedShapeLike = None) -> NamedArray | jax.Array:
     """Standard Gumbel samples.
 
     >>> import jax, namedarray as nx
@@ -297,7 +311,9 @@ def gumbel(key: Any, shape: Shape = (), dtype: Any = None, mode: str | None = No
 
 
 def _simple(name: str):
-    def f(key: Any, shape: Shape = (), dtype: Any = None, *, named_shape: NamedShapeLike = None) -> Any:
+    @follows_arguments
+    def f(key: NamedArray | ArrayLike, shape: Shape = (), dtype: DTypeLike | None = None, *,
+          named_shape: NamedShapeLike = None) -> NamedArray | jax.Array:
         return _sample(name, key, {}, shape, named_shape, {"dtype": dtype})
 
     f.__name__ = f.__qualname__ = name
@@ -314,7 +330,9 @@ logistic = _simple("logistic")
 cauchy = _simple("cauchy")
 
 
-def rademacher(key: Any, shape: Shape = (), dtype: Any = None, *, named_shape: NamedShapeLike = None) -> Any:
+@follows_arguments
+def rademacher(key: NamedArray | ArrayLike, shape: Shape = (), dtype: DTypeLike | None = None, *,
+               named_shape: NamedShapeLike = None) -> NamedArray | jax.Array:
     """Random signs (-1 or +1), each with probability 1/2.
 
     >>> import jax, namedarray as nx
@@ -324,8 +342,10 @@ def rademacher(key: Any, shape: Shape = (), dtype: Any = None, *, named_shape: N
     return _sample("rademacher", key, {}, shape, named_shape, {"dtype": dtype})
 
 
-def gamma(key: Any, a: Any, shape: Shape = None, dtype: Any = None, *,
-          named_shape: NamedShapeLike = None) -> Any:
+@follows_arguments
+def gamma(key: NamedArray | ArrayLike, a: NamedArray | ArrayLike, shape: Shape = None,
+          dtype: DTypeLike | None = None, *,
+          named_shape: NamedShapeLike = None) -> NamedArray | jax.Array:
     """Gamma samples with concentration ``a`` (a scalar, array or NamedArray).
 
     >>> import jax, namedarray as nx
@@ -335,8 +355,10 @@ def gamma(key: Any, a: Any, shape: Shape = None, dtype: Any = None, *,
     return _sample("gamma", key, {"a": a}, shape, named_shape, {"dtype": dtype})
 
 
-def beta(key: Any, a: Any, b: Any, shape: Shape = None, dtype: Any = None, *,
-         named_shape: NamedShapeLike = None) -> Any:
+@follows_arguments
+def beta(key: NamedArray | ArrayLike, a: NamedArray | ArrayLike, b: NamedArray | ArrayLike,
+         shape: Shape = None, dtype: DTypeLike | None = None, *,
+         named_shape: NamedShapeLike = None) -> NamedArray | jax.Array:
     """Beta samples with parameters ``a`` and ``b``.
 
     >>> import jax, namedarray as nx
@@ -346,8 +368,10 @@ def beta(key: Any, a: Any, b: Any, shape: Shape = None, dtype: Any = None, *,
     return _sample("beta", key, {"a": a, "b": b}, shape, named_shape, {"dtype": dtype})
 
 
-def poisson(key: Any, lam: Any, shape: Shape = None, dtype: Any = None, *,
-            named_shape: NamedShapeLike = None) -> Any:
+@follows_arguments
+def poisson(key: NamedArray | ArrayLike, lam: NamedArray | ArrayLike, shape: Shape = None,
+            dtype: DTypeLike | None = None, *,
+            named_shape: NamedShapeLike = None) -> NamedArray | jax.Array:
     """Poisson samples with rate ``lam``.
 
     >>> import jax, namedarray as nx
@@ -381,7 +405,9 @@ def _split_impl(static, k):
     return _stored(out, sampled, keyed, [n for n, _ in named], (), where)
 
 
-def split(key: Any, num: int | Sequence[int] | None = None, *, named_shape: NamedShapeLike = None) -> Any:
+@follows_arguments
+def split(key: NamedArray | ArrayLike, num: int | Sequence[int] | None = None, *,
+          named_shape: NamedShapeLike = None) -> NamedArray | jax.Array:
     """Split ``key`` into new keys: ``num`` of them positionally (``jax.random.split``), and with
     ``named_shape`` a named key array, one independent key per index of the named axes.
 
@@ -447,8 +473,10 @@ def _positional_axis(axis: Any, x: NamedArray, where: str) -> int:
     return int(axis) % p
 
 
-def categorical(key: Any, logits: Any, axis: int | str = -1, shape: Shape = None, replace: bool = True,
-                mode: str | None = None, *, named_shape: NamedShapeLike = None) -> Any:
+@follows_arguments
+def categorical(key: NamedArray | ArrayLike, logits: NamedArray | ArrayLike, axis: int | str = -1,
+                shape: Shape = None, replace: bool = True,
+                mode: str | None = None, *, named_shape: NamedShapeLike = None) -> NamedArray | jax.Array:
     """Sample indices along ``axis`` of ``logits`` (a position or a name, which leaves the result).
 
     >>> import jax, jax.numpy as jnp, namedarray as nx
@@ -489,7 +517,9 @@ def _permutation_impl(static, k, x):
     return _stored(out, sampled, keyed, (), [x], where)
 
 
-def permutation(key: Any, x: Any, axis: int | str = 0, independent: bool = False) -> Any:
+@follows_arguments
+def permutation(key: NamedArray | ArrayLike, x: NamedArray | ArrayLike, axis: int | str = 0,
+                independent: bool = False) -> NamedArray | jax.Array:
     """Shuffle ``x`` along ``axis`` (a position or a name); an int ``x`` permutes ``arange(x)``.
 
     Without ``independent`` one permutation is applied to every slice, named or positional; with it every

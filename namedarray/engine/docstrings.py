@@ -19,9 +19,11 @@ from __future__ import annotations
 
 import inspect
 import re
+import types
+import typing
 from collections.abc import Callable
 
-__all__ = ["RULES", "document", "jax_name", "named_annotation", "named_signature"]
+__all__ = ["RULES", "document", "follows_arguments", "jax_name", "named_annotation", "named_signature"]
 
 RULES = {
     "elementwise": (
@@ -64,10 +66,19 @@ def document(f: Callable, kind: str, where: str, source: Callable | None = None)
     own = inspect.cleandoc(source.__doc__) if source is not None and source.__doc__ else ""
     tail = f"\n\nThe documentation of ``{jax_name(where)}`` follows.\n\n{own}" if own else ""
     f.__doc__ = f"``{where}`` {rule}{tail}"
+    f.__nx_rule__ = kind  # type: ignore[attr-defined]  # the stubs type its result by the rule
     if source is not None:
         signature = named_signature(source, names_in_axis=kind in _NAMED_AXIS_KINDS)
         if signature is not None:
             f.__signature__ = signature  # type: ignore[attr-defined]
+    return f
+
+
+def follows_arguments(f: Callable) -> Callable:
+    """Mark ``f`` as a function whose result is a NamedArray when an array argument is one and a plain
+    ``jax.Array`` when none is, as the mirror's are: the type stubs give it the overloads that say so.
+    ``f``'s annotations name its array arguments (``NamedArray | ArrayLike``, or sequences of them)."""
+    f.__nx_rule__ = "arguments"  # type: ignore[attr-defined]
     return f
 
 
@@ -76,6 +87,46 @@ _NAMED_AXIS_KINDS = ("reduction", "single", "along")
 _ARRAY = re.compile(r"(?<![\w.])(ArrayLike|Array)(?![\w.])")
 _INT = re.compile(r"(?<![\w.])int(?![\w.])")
 _AXIS = re.compile(r"(?<![\w.])Axis(?![\w.])")
+
+
+def _public_text(annotation: object) -> str:
+    """``annotation`` as text in jax's public names: jax modules without string annotations hold the objects,
+    which print by their private homes (``jax.jaxlib._jax.Array``), names no type checker can import.
+
+    >>> import jax
+    >>> from jax.typing import ArrayLike, DTypeLike
+    >>> _public_text(jax.Array), _public_text(ArrayLike | None), _public_text(DTypeLike | None)
+    ('Array', 'ArrayLike | None', 'DTypeLike | None')
+    """
+    if isinstance(annotation, str):
+        return _public_names(annotation)
+    import jax
+    from jax.typing import ArrayLike, DTypeLike
+
+    if annotation is jax.Array:
+        return "Array"
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
+        args = list(typing.get_args(annotation))
+        parts = []
+        for alias, name in ((ArrayLike, "ArrayLike"), (DTypeLike, "DTypeLike")):
+            members = typing.get_args(alias)
+            if all(m in args for m in members):
+                args = [a for a in args if a not in members]
+                parts.append(name)
+        if parts:
+            # a duck-typed array (anything with .shape and .dtype) is read as the arrays it stands for
+            args = [a for a in args if getattr(a, "__name__", "") != "DuckTypedArray"]
+            return " | ".join([*parts, *("None" if a is type(None) else _public_text(a) for a in args)])
+    return _public_names(inspect.formatannotation(annotation))
+
+
+# jaxlib's classes by the public names jax gives them
+_PRIVATE = {"Array": "Array", "Device": "jax.Device", "Sharding": "jax.sharding.Sharding"}
+_PRIVATE_NAME = re.compile(r"(?<![\w.])(?:jax\.)?jaxlib\._jax\.(\w+)\b")
+
+
+def _public_names(text: str) -> str:
+    return _PRIVATE_NAME.sub(lambda m: _PRIVATE.get(m[1], m[0]), text)
 
 
 def named_annotation(annotation: object, *, result: bool = False, names_in_axis: bool = False) -> object:
@@ -90,7 +141,7 @@ def named_annotation(annotation: object, *, result: bool = False, names_in_axis:
     """
     if annotation is inspect.Parameter.empty:
         return annotation
-    text = annotation if isinstance(annotation, str) else inspect.formatannotation(annotation)
+    text = _public_text(annotation)
     text = _ARRAY.sub(lambda m: "NamedArray" if result else f"NamedArray | {m[1]}", text)
     if names_in_axis:
         text = _AXIS.sub("int | Sequence[int] | None", text)

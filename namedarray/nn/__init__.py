@@ -35,12 +35,13 @@ import math
 import operator
 import sys
 from collections.abc import Callable
-from typing import Any
+from typing import Any, overload
 
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax.typing import ArrayLike
+from jax import Array
+from jax.typing import ArrayLike, DTypeLike
 
 from ..core import env as _env
 from ..core import kernels
@@ -50,6 +51,7 @@ from ..core.wrapping import wrap
 from ..engine import dispatch as engine
 from ..engine import registry
 from ..engine.arguments import call
+from ..engine.docstrings import follows_arguments, named_signature
 from ..engine.lifting import rest_of
 from ..errors import (
     AxisSizeError,
@@ -99,6 +101,10 @@ def _activation(fn: Callable, doc: str | None = None) -> Callable:
             return engine.call_lifted(fn, (x,), kwargs, where)
         return engine.elementwise(fn, (x,), where, tuple(sorted(kwargs.items())))
 
+    signature = named_signature(fn)
+    if signature is not None:
+        f.__signature__ = signature  # type: ignore[attr-defined]  # jax's, in nx's terms: what help() shows
+    follows_arguments(f)
     f.__doc__ = doc or (f"``jax.nn.{name}`` broadcast over named axes (the named shape is unchanged).\n\n"
                         f"    >>> import namedarray as nx, jax.numpy as jnp\n"
                         f"    >>> nx.nn.{name}(nx.wrap(jnp.zeros(3), ['b'])).named_shape\n"
@@ -132,7 +138,7 @@ log1mexp = _activation(jax.nn.log1mexp)
 identity = _activation(jax.nn.identity)
 
 
-def _relu_squared(x: ArrayLike) -> Any:
+def _relu_squared(x: ArrayLike) -> Array:
     return jnp.square(jax.nn.relu(x))
 
 
@@ -287,7 +293,9 @@ def _softmax_impl(static, x, mask):
     return _make(out - math.log(missing) if log else out / missing, names)
 
 
-def softmax(x: Any, axis: Axis = -1, where: Any = None) -> Any:
+@follows_arguments
+def softmax(x: NamedArray | ArrayLike, axis: Axis = -1,
+            where: NamedArray | ArrayLike | None = None) -> NamedArray | jax.Array:
     """``jax.nn.softmax`` over positional and/or named axes (``axis`` an int, a name or a tuple of both).
 
     ``axis=None`` means every positional axis (named axes are reduced only when named, as in xmap);
@@ -306,7 +314,9 @@ def softmax(x: Any, axis: Axis = -1, where: Any = None) -> Any:
     return engine.run(_softmax_impl, (False, _static_axis(axis), "nx.nn.softmax"), (x, where))
 
 
-def log_softmax(x: Any, axis: Axis = -1, where: Any = None) -> Any:
+@follows_arguments
+def log_softmax(x: NamedArray | ArrayLike, axis: Axis = -1,
+                where: NamedArray | ArrayLike | None = None) -> NamedArray | jax.Array:
     """``jax.nn.log_softmax`` over positional and/or named axes.
 
     >>> import namedarray as nx, jax.numpy as jnp
@@ -357,8 +367,10 @@ def _lse_impl(static, x, b, mask):
     return out, _make(_keep_positional(sign, reduced, keepdims), out_names)
 
 
-def logsumexp(a: Any, axis: Axis = None, b: Any = None, keepdims: bool = False, return_sign: bool = False,
-              where: Any = None) -> Any:
+@follows_arguments
+def logsumexp(a: NamedArray | ArrayLike, axis: Axis = None, b: NamedArray | ArrayLike | None = None,
+              keepdims: bool = False, return_sign: bool = False,
+              where: NamedArray | ArrayLike | None = None) -> NamedArray | jax.Array:
     """``jax.nn.logsumexp`` over positional and/or named axes; ``axis=None`` reduces the positional axes
     only (named axes survive, as in xmap). The reduced names leave the named shape.
 
@@ -377,7 +389,9 @@ def logsumexp(a: Any, axis: Axis = None, b: Any = None, keepdims: bool = False, 
     return engine.run(_lse_impl, static, (a, b, where))
 
 
-def logmeanexp(x: Any, axis: Axis = None, where: Any = None, keepdims: bool = False) -> Any:
+@follows_arguments
+def logmeanexp(x: NamedArray | ArrayLike, axis: Axis = None, where: NamedArray | ArrayLike | None = None,
+               keepdims: bool = False) -> NamedArray | jax.Array:
     """``jax.nn.logmeanexp`` over positional and/or named axes (``axis=None``: positional axes only).
 
     >>> import namedarray as nx, jax.numpy as jnp
@@ -408,8 +422,11 @@ def _standardize_impl(static, x, mean, variance, epsilon, mask):
     return _make(out, names)
 
 
-def standardize(x: Any, axis: Axis = -1, mean: Any = None, variance: Any = None, epsilon: Any = 1e-5,
-                where: Any = None, *, algorithm: str = "fast") -> Any:
+@follows_arguments
+def standardize(x: NamedArray | ArrayLike, axis: Axis = -1, mean: NamedArray | ArrayLike | None = None,
+                variance: NamedArray | ArrayLike | None = None, epsilon: Any = 1e-5,
+                where: NamedArray | ArrayLike | None = None, *,
+                algorithm: str = "fast") -> NamedArray | jax.Array:
     """``jax.nn.standardize`` over positional and/or named axes (zero mean, unit variance along them).
 
     >>> import namedarray as nx, jax.numpy as jnp
@@ -441,7 +458,8 @@ def _glu_impl(static, x):
     return _make(jax.nn.glu(x.data, axis=axes[0]), x.names)
 
 
-def glu(x: Any, axis: int | str = -1) -> Any:
+@follows_arguments
+def glu(x: NamedArray | ArrayLike, axis: int | str = -1) -> NamedArray | jax.Array:
     """``jax.nn.glu``: split ``axis`` (a position or a name, which keeps half its size) in two halves
     ``a, b`` and return ``a * sigmoid(b)``.
 
@@ -473,7 +491,19 @@ def _one_hot_impl(static, x):
     return from_storage(out, x.names + (name,), where)
 
 
-def one_hot(x: Any, num_classes: int, *, dtype: Any = None, axis: int | str = -1) -> Any:
+# the class axis comes out named when axis is a name, so the result is a NamedArray then
+@overload
+def one_hot(x: NamedArray, num_classes: int, *, dtype: DTypeLike | None = None,
+            axis: int | str = -1) -> NamedArray: ...
+@overload
+def one_hot(x: ArrayLike, num_classes: int, *, dtype: DTypeLike | None = None, axis: str) -> NamedArray: ...
+@overload
+def one_hot(x: ArrayLike, num_classes: int, *, dtype: DTypeLike | None = None,
+            axis: int = -1) -> jax.Array: ...
+
+
+def one_hot(x: NamedArray | ArrayLike, num_classes: int, *, dtype: DTypeLike | None = None,
+            axis: int | str = -1) -> NamedArray | jax.Array:
     """``jax.nn.one_hot``; with a name for ``axis`` the class axis becomes that *named* axis.
 
     Out-of-range indices give all zeros. When an enclosing ``nx.xmap`` binds the name, ``num_classes`` must
@@ -554,7 +584,9 @@ def _normalize(rms: bool, x: Any, axis: Axis, scale: Any, bias: Any, eps: float,
     return engine.run(_norm_impl, (rms, _static_axis(axis), float(eps), where), (x, scale, bias))
 
 
-def layer_norm(x: Any, axis: Axis, scale: Any = None, bias: Any = None, eps: float = 1e-5) -> Any:
+@follows_arguments
+def layer_norm(x: NamedArray | ArrayLike, axis: Axis, scale: NamedArray | ArrayLike | None = None,
+               bias: NamedArray | ArrayLike | None = None, eps: float = 1e-5) -> NamedArray | jax.Array:
     """Layer normalization over ``axis`` (names and/or positions): ``(x - mean) / sqrt(var + eps)``, then
     times ``scale`` plus ``bias``, which broadcast by name (they may carry only names ``x`` has).
 
@@ -568,7 +600,9 @@ def layer_norm(x: Any, axis: Axis, scale: Any = None, bias: Any = None, eps: flo
     return _normalize(False, x, axis, scale, bias, eps, "nx.nn.layer_norm")
 
 
-def rms_norm(x: Any, axis: Axis, scale: Any = None, eps: float = 1e-5) -> Any:
+@follows_arguments
+def rms_norm(x: NamedArray | ArrayLike, axis: Axis, scale: NamedArray | ArrayLike | None = None,
+             eps: float = 1e-5) -> NamedArray | jax.Array:
     """RMS normalization over ``axis`` (names and/or positions): ``x / sqrt(mean(x**2) + eps)``, then times
     ``scale`` (broadcast by name; it may carry only names ``x`` has).
 

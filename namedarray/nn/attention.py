@@ -49,12 +49,14 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.typing import ArrayLike
 
 from ..core import env as _env
 from ..core.array import NamedArray, _make
 from ..core.layout import align, union
 from ..core.shape import join_sizes
 from ..engine import dispatch as engine
+from ..engine.docstrings import follows_arguments
 from ..engine.lifting import lift
 from ..errors import AxisSizeError, AxisSpecError, fmt_names
 
@@ -64,12 +66,15 @@ _lifted = lift(jax.nn.dot_product_attention, "nx.nn.dot_product_attention", "nn"
 _WHERE = "nx.nn.dot_product_attention"
 
 
-def dot_product_attention(query: Any, key: Any, value: Any, bias: Any = None, mask: Any = None, *,
+@follows_arguments
+def dot_product_attention(query: NamedArray | ArrayLike, key: NamedArray | ArrayLike,
+                          value: NamedArray | ArrayLike, bias: NamedArray | ArrayLike | None = None,
+                          mask: NamedArray | ArrayLike | None = None, *,
                           seq_axis: str | None = None, kv_seq_axis: str | None = None,
                           head_axis: str | None = None, heads_axis: str | None = None,
                           scale: float | None = None, is_causal: bool = False, query_seq_lengths: Any = None,
                           key_value_seq_lengths: Any = None, local_window_size: Any = None,
-                          implementation: str | None = None) -> Any:
+                          implementation: str | None = None) -> NamedArray | jax.Array:
     """Scaled dot-product attention along named axes (see the module documentation).
 
     >>> import jax, jax.numpy as jnp, namedarray as nx

@@ -29,11 +29,13 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.typing import ArrayLike
 
 from .. import random as _random
 from ..core import env as _env
 from ..core.array import NamedArray, to_storage
 from ..engine import dispatch as engine
+from ..engine.docstrings import follows_arguments
 from ..errors import AxisSizeError, AxisSpecError, fmt_names, wrong_type
 
 __all__ = ["dropout"]
@@ -105,8 +107,9 @@ def _check_key(key: Any, x: Any, shared: tuple[str, ...], where: str) -> None:
                                 f"{n!r} (one key, and so one mask, per index of it)")
 
 
-def dropout(key: Any, rate: Any, x: Any, *, broadcast_axes: BroadcastAxes = (),
-            deterministic: bool = False) -> Any:
+@follows_arguments
+def dropout(key: ArrayLike, rate: ArrayLike, x: NamedArray | ArrayLike, *, broadcast_axes: BroadcastAxes = (),
+            deterministic: bool = False) -> NamedArray | jax.Array:
     """Zero each element of ``x`` with probability ``rate`` and scale the others by ``1 / (1 - rate)``; by
     name: the mask is shared along the names (and positions) in ``broadcast_axes`` and drawn independently
     along every other axis of ``x``, whatever order ``x`` stores its names in. The result has ``x``'s

@@ -36,6 +36,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
+from jax.typing import ArrayLike
 
 from ..core import caches, placement
 from ..core import env as _env
@@ -43,6 +44,7 @@ from ..core.array import NamedArray, _make
 from ..core.shape import duplicates
 from ..core.wrapping import to_storage, wrap
 from ..engine import dispatch as engine
+from ..engine.docstrings import follows_arguments
 from ..engine.registry import implements
 from ..errors import AxisSizeError, AxisSpecError, DuplicateAxisError, fmt_names, not_an_array
 
@@ -241,8 +243,10 @@ def _dot_impl(static, a, b):
     return _make(out, tuple(m for _, m in named))
 
 
+@follows_arguments
 @implements(jnp.dot)
-def dot(a: Any, b: Any, axis: str | Sequence[str] | None = None, *, precision: Any = None,
+def dot(a: NamedArray | ArrayLike, b: NamedArray | ArrayLike, axis: str | Sequence[str] | None = None, *,
+        precision: Any = None,
         preferred_element_type: Any = None) -> NamedArray | jax.Array:
     """Dot product: contract the named axes ``axis``; without ``axis``, ``jnp.dot`` lifted over names.
 
@@ -351,8 +355,9 @@ def _normalize_axes(axes: Any, where: str):
                         "use nx.dot(a, b, axis=(...))")
 
 
+@follows_arguments
 @implements(jnp.tensordot)
-def tensordot(a: Any, b: Any, axes: Any = 2, *, precision: Any = None,
+def tensordot(a: NamedArray | ArrayLike, b: NamedArray | ArrayLike, axes: Any = 2, *, precision: Any = None,
               preferred_element_type: Any = None) -> NamedArray | jax.Array:
     """``jnp.tensordot`` where axes may be given by name.
 
@@ -469,7 +474,9 @@ def _pdot_per_element_bwd(names, pc, pb, precision, preferred_element_type, res,
 _pdot_per_element.defvjp(_pdot_per_element_fwd, _pdot_per_element_bwd)
 
 
-def pdot(x: Any, y: Any, axis_name: str | Sequence[str], pos_contract: Any = _NO_AXES,
+@follows_arguments
+def pdot(x: NamedArray | ArrayLike, y: NamedArray | ArrayLike, axis_name: str | Sequence[str],
+         pos_contract: Any = _NO_AXES,
          pos_batch: Any = _NO_AXES, precision: Any = None, *,
          preferred_element_type: Any = None) -> NamedArray | jax.Array:
     """xmap's ``lax.pdot``: ``psum(dot_general(x, y, (pos_contract, pos_batch)), axis_name)``.
@@ -504,8 +511,9 @@ def pdot(x: Any, y: Any, axis_name: str | Sequence[str], pos_contract: Any = _NO
 # Positional products, vectorised over names
 
 
+@follows_arguments
 @implements(jnp.matmul)
-def matmul(a: Any, b: Any, *, precision: Any = None,
+def matmul(a: NamedArray | ArrayLike, b: NamedArray | ArrayLike, *, precision: Any = None,
            preferred_element_type: Any = None) -> NamedArray | jax.Array:
     """``jnp.matmul`` on the positional axes, vectorised over names (what ``a @ b`` calls).
 
@@ -527,8 +535,9 @@ def matmul(a: Any, b: Any, *, precision: Any = None,
                                              "preferred_element_type": preferred_element_type}, "nx.matmul")
 
 
+@follows_arguments
 @implements(jnp.vdot)
-def vdot(a: Any, b: Any, *, precision: Any = None,
+def vdot(a: NamedArray | ArrayLike, b: NamedArray | ArrayLike, *, precision: Any = None,
          preferred_element_type: Any = None) -> NamedArray | jax.Array:
     """``jnp.vdot`` (conjugate ``a``, flatten the positional axes, dot), vectorised over names.
 
@@ -542,8 +551,9 @@ def vdot(a: Any, b: Any, *, precision: Any = None,
                                            "preferred_element_type": preferred_element_type}, "nx.vdot")
 
 
+@follows_arguments
 @implements(jnp.inner)
-def inner(a: Any, b: Any, *, precision: Any = None,
+def inner(a: NamedArray | ArrayLike, b: NamedArray | ArrayLike, *, precision: Any = None,
           preferred_element_type: Any = None) -> NamedArray | jax.Array:
     """``jnp.inner`` (contract the last positional axes), vectorised over names.
 
@@ -556,8 +566,9 @@ def inner(a: Any, b: Any, *, precision: Any = None,
                                             "preferred_element_type": preferred_element_type}, "nx.inner")
 
 
+@follows_arguments
 @implements(jnp.outer)
-def outer(a: Any, b: Any, out: None = None) -> NamedArray | jax.Array:
+def outer(a: NamedArray | ArrayLike, b: NamedArray | ArrayLike, out: None = None) -> NamedArray | jax.Array:
     """``jnp.outer`` (flattened positional outer product), vectorised over names.
 
     >>> import namedarray as nx, jax.numpy as jnp

@@ -25,10 +25,12 @@ dtype('int32')
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Literal, overload
 
+import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.typing import ArrayLike, DTypeLike
 
 from ..core import env as _env
 from ..core.array import NamedArray, _make, to_storage
@@ -121,9 +123,21 @@ def _filled(fn, shape: Any, named_shape: NamedShapeLike, dtype: Any, kwargs: dic
     return _make(call(fn, (pshape + tuple(named.values()), *fill, dtype), kwargs, where), tuple(named))
 
 
+# the result is a NamedArray when a name is asked for (a mapping as shape, or named_shape), else jnp.zeros's
+@overload
+def zeros(shape: Mapping[str, int], dtype: DTypeLike | None = None, *, named_shape: NamedShapeLike = None,
+          **kwargs: Any) -> NamedArray: ...
+@overload
+def zeros(shape: int | Sequence[int] = (), dtype: DTypeLike | None = None, *,
+          named_shape: Mapping[str, int] | Sequence[str] | str, **kwargs: Any) -> NamedArray: ...
+@overload
+def zeros(shape: int | Sequence[int] = (), dtype: DTypeLike | None = None, *, named_shape: None = None,
+          **kwargs: Any) -> jax.Array: ...
+
+
 @implements(jnp.zeros)
 def zeros(shape: ShapeLike = (), dtype: Any = None, *, named_shape: NamedShapeLike = None,
-          **kwargs: Any) -> Any:
+          **kwargs: Any) -> NamedArray | jax.Array:
     """Zeros of positional ``shape`` and named shape ``named_shape`` (``jnp.zeros`` when nothing is named).
 
     >>> import namedarray as nx
@@ -134,9 +148,21 @@ def zeros(shape: ShapeLike = (), dtype: Any = None, *, named_shape: NamedShapeLi
     return _filled(jnp.zeros, shape, named_shape, dtype, kwargs, "nx.zeros")
 
 
+# the result is a NamedArray when a name is asked for (a mapping as shape, or named_shape), else jnp.ones's
+@overload
+def ones(shape: Mapping[str, int], dtype: DTypeLike | None = None, *, named_shape: NamedShapeLike = None,
+          **kwargs: Any) -> NamedArray: ...
+@overload
+def ones(shape: int | Sequence[int] = (), dtype: DTypeLike | None = None, *,
+          named_shape: Mapping[str, int] | Sequence[str] | str, **kwargs: Any) -> NamedArray: ...
+@overload
+def ones(shape: int | Sequence[int] = (), dtype: DTypeLike | None = None, *, named_shape: None = None,
+          **kwargs: Any) -> jax.Array: ...
+
+
 @implements(jnp.ones)
 def ones(shape: ShapeLike = (), dtype: Any = None, *, named_shape: NamedShapeLike = None,
-         **kwargs: Any) -> Any:
+         **kwargs: Any) -> NamedArray | jax.Array:
     """Ones of positional ``shape`` and named shape ``named_shape`` (``jnp.ones`` when nothing is named).
 
     >>> import namedarray as nx
@@ -146,9 +172,21 @@ def ones(shape: ShapeLike = (), dtype: Any = None, *, named_shape: NamedShapeLik
     return _filled(jnp.ones, shape, named_shape, dtype, kwargs, "nx.ones")
 
 
+# the result is a NamedArray when a name is asked for (a mapping as shape, or named_shape), else jnp.empty's
+@overload
+def empty(shape: Mapping[str, int], dtype: DTypeLike | None = None, *, named_shape: NamedShapeLike = None,
+          **kwargs: Any) -> NamedArray: ...
+@overload
+def empty(shape: int | Sequence[int] = (), dtype: DTypeLike | None = None, *,
+          named_shape: Mapping[str, int] | Sequence[str] | str, **kwargs: Any) -> NamedArray: ...
+@overload
+def empty(shape: int | Sequence[int] = (), dtype: DTypeLike | None = None, *, named_shape: None = None,
+          **kwargs: Any) -> jax.Array: ...
+
+
 @implements(jnp.empty)
 def empty(shape: ShapeLike = (), dtype: Any = None, *, named_shape: NamedShapeLike = None,
-          **kwargs: Any) -> Any:
+          **kwargs: Any) -> NamedArray | jax.Array:
     """An array of positional ``shape`` and named shape ``named_shape`` (zeros, as ``jnp.empty`` gives).
 
     >>> import namedarray as nx
@@ -158,9 +196,24 @@ def empty(shape: ShapeLike = (), dtype: Any = None, *, named_shape: NamedShapeLi
     return _filled(jnp.empty, shape, named_shape, dtype, kwargs, "nx.empty")
 
 
+# a NamedArray when a name is asked for or fill_value has names, else jnp.full's
+@overload
+def full(shape: Mapping[str, int], fill_value: NamedArray | ArrayLike, dtype: DTypeLike | None = None, *,
+         named_shape: NamedShapeLike = None, **kwargs: Any) -> NamedArray: ...
+@overload
+def full(shape: int | Sequence[int], fill_value: NamedArray | ArrayLike, dtype: DTypeLike | None = None, *,
+         named_shape: Mapping[str, int] | Sequence[str] | str, **kwargs: Any) -> NamedArray: ...
+@overload
+def full(shape: int | Sequence[int], fill_value: NamedArray, dtype: DTypeLike | None = None, *,
+         named_shape: None = None, **kwargs: Any) -> NamedArray: ...
+@overload
+def full(shape: int | Sequence[int], fill_value: ArrayLike, dtype: DTypeLike | None = None, *,
+         named_shape: None = None, **kwargs: Any) -> jax.Array: ...
+
+
 @implements(jnp.full)
 def full(shape: ShapeLike, fill_value: Any, dtype: Any = None, *, named_shape: NamedShapeLike = None,
-         **kwargs: Any) -> Any:
+         **kwargs: Any) -> NamedArray | jax.Array:
     """``fill_value`` broadcast to positional ``shape`` and named shape ``named_shape``.
 
     ``fill_value`` may be a NamedArray: its names must be among the requested ones (they broadcast by name),
@@ -207,9 +260,25 @@ def _full_impl(static, fill):
     return _make(jnp.full(pshape + tuple(s for _, s in named), d, dtype, **dict(kwargs)), names)
 
 
+# a NamedArray when array has names or a name is asked for, else jnp.broadcast_to's
+@overload
+def broadcast_to(array: NamedArray, shape: ShapeLike = (), *, named_shape: NamedShapeLike = None,
+                 out_sharding: Any = None) -> NamedArray: ...
+@overload
+def broadcast_to(array: ArrayLike, shape: Mapping[str, int], *, named_shape: NamedShapeLike = None,
+                 out_sharding: Any = None) -> NamedArray: ...
+@overload
+def broadcast_to(array: ArrayLike, shape: int | Sequence[int] = (), *,
+                 named_shape: Mapping[str, int] | Sequence[str] | str,
+                 out_sharding: Any = None) -> NamedArray: ...
+@overload
+def broadcast_to(array: ArrayLike, shape: int | Sequence[int] = (), *, named_shape: None = None,
+                 out_sharding: Any = None) -> jax.Array: ...
+
+
 @implements(jnp.broadcast_to)
 def broadcast_to(array: Any, shape: ShapeLike = (), *, named_shape: NamedShapeLike = None,
-                 out_sharding: Any = None) -> Any:
+                 out_sharding: Any = None) -> NamedArray | jax.Array:
     """``array`` broadcast to positional ``shape`` and, by name, to ``named_shape``.
 
     The result carries ``array``'s names and those of ``named_shape`` (a mapping as ``shape`` names every
@@ -279,9 +348,18 @@ def _check_new_name(name: str, size: int, where: str) -> None:
                             f"{env.size(name)} (axis {name!r} is bound by an enclosing nx.xmap)")
 
 
+# a NamedArray when its axis is named, else jnp.arange's
+@overload
+def arange(start: ArrayLike, stop: ArrayLike | None = None, step: ArrayLike | None = None,
+           dtype: DTypeLike | None = None, *, name: str, **kwargs: Any) -> NamedArray: ...
+@overload
+def arange(start: ArrayLike, stop: ArrayLike | None = None, step: ArrayLike | None = None,
+           dtype: DTypeLike | None = None, *, name: None = None, **kwargs: Any) -> jax.Array: ...
+
+
 @implements(jnp.arange)
 def arange(start: Any, stop: Any = None, step: Any = None, dtype: Any = None, *, name: str | None = None,
-           **kwargs: Any) -> Any:
+           **kwargs: Any) -> NamedArray | jax.Array:
     """``jnp.arange``; with ``name`` its one axis is that named axis.
 
     >>> import namedarray as nx
@@ -319,6 +397,33 @@ def _name_last(samples: Any, name: str, where: str) -> NamedArray:
     return position_to_name(samples if type(samples) is NamedArray else _make(samples, ()), -1, name, where)
 
 
+# a NamedArray when the samples' axis is named or start or stop has names, else jnp.linspace's
+@overload
+def linspace(start: NamedArray | ArrayLike, stop: NamedArray | ArrayLike, num: int = 50,
+             endpoint: bool = True, retstep: Literal[False] = False,
+             dtype: DTypeLike | None = None, axis: int | None = None, *,
+             name: str) -> NamedArray: ...
+@overload
+def linspace(start: NamedArray, stop: NamedArray | ArrayLike, num: int = 50,
+             endpoint: bool = True, retstep: Literal[False] = False,
+             dtype: DTypeLike | None = None, axis: int | None = None, *,
+             name: str | None = None) -> NamedArray: ...
+@overload
+def linspace(start: ArrayLike, stop: NamedArray, num: int = 50,
+             endpoint: bool = True, retstep: Literal[False] = False,
+             dtype: DTypeLike | None = None, axis: int | None = None, *,
+             name: str | None = None) -> NamedArray: ...
+@overload
+def linspace(start: ArrayLike, stop: ArrayLike, num: int = 50,
+             endpoint: bool = True, retstep: Literal[False] = False,
+             dtype: DTypeLike | None = None, axis: int | None = None, *,
+             name: None = None) -> jax.Array: ...
+@overload
+def linspace(start: NamedArray | ArrayLike, stop: NamedArray | ArrayLike, num: int = 50,
+             endpoint: bool = True, *, retstep: Literal[True], dtype: DTypeLike | None = None,
+             axis: int | None = None, name: str | None = None) -> tuple[Any, Any]: ...
+
+
 @implements(jnp.linspace)
 def linspace(start: Any, stop: Any, num: int = 50, endpoint: bool = True, retstep: bool = False,
              dtype: Any = None, axis: int | None = None, *, name: str | None = None) -> Any:
@@ -333,6 +438,29 @@ def linspace(start: Any, stop: Any, num: int = 50, endpoint: bool = True, retste
                    dict(endpoint=endpoint, retstep=retstep, dtype=dtype))
 
 
+# a NamedArray when the samples' axis is named or start or stop has names, else jnp.logspace's
+@overload
+def logspace(start: NamedArray | ArrayLike, stop: NamedArray | ArrayLike, num: int = 50,
+             endpoint: bool = True, base: NamedArray | ArrayLike = 10.0,
+             dtype: DTypeLike | None = None, axis: int | None = None, *,
+             name: str) -> NamedArray: ...
+@overload
+def logspace(start: NamedArray, stop: NamedArray | ArrayLike, num: int = 50,
+             endpoint: bool = True, base: NamedArray | ArrayLike = 10.0,
+             dtype: DTypeLike | None = None, axis: int | None = None, *,
+             name: str | None = None) -> NamedArray: ...
+@overload
+def logspace(start: ArrayLike, stop: NamedArray, num: int = 50,
+             endpoint: bool = True, base: NamedArray | ArrayLike = 10.0,
+             dtype: DTypeLike | None = None, axis: int | None = None, *,
+             name: str | None = None) -> NamedArray: ...
+@overload
+def logspace(start: ArrayLike, stop: ArrayLike, num: int = 50,
+             endpoint: bool = True, base: NamedArray | ArrayLike = 10.0,
+             dtype: DTypeLike | None = None, axis: int | None = None, *,
+             name: None = None) -> jax.Array: ...
+
+
 @implements(jnp.logspace)
 def logspace(start: Any, stop: Any, num: int = 50, endpoint: bool = True, base: Any = 10.0,
              dtype: Any = None, axis: int | None = None, *, name: str | None = None) -> Any:
@@ -344,6 +472,29 @@ def logspace(start: Any, stop: Any, num: int = 50, endpoint: bool = True, base: 
     """
     return _spaced(jnp.logspace, "nx.logspace", start, stop, num, name, axis,
                    dict(endpoint=endpoint, base=base, dtype=dtype))
+
+
+# a NamedArray when the samples' axis is named or start or stop has names, else jnp.geomspace's
+@overload
+def geomspace(start: NamedArray | ArrayLike, stop: NamedArray | ArrayLike, num: int = 50,
+              endpoint: bool = True, dtype: DTypeLike | None = None,
+              axis: int | None = None, *,
+              name: str) -> NamedArray: ...
+@overload
+def geomspace(start: NamedArray, stop: NamedArray | ArrayLike, num: int = 50,
+              endpoint: bool = True, dtype: DTypeLike | None = None,
+              axis: int | None = None, *,
+              name: str | None = None) -> NamedArray: ...
+@overload
+def geomspace(start: ArrayLike, stop: NamedArray, num: int = 50,
+              endpoint: bool = True, dtype: DTypeLike | None = None,
+              axis: int | None = None, *,
+              name: str | None = None) -> NamedArray: ...
+@overload
+def geomspace(start: ArrayLike, stop: ArrayLike, num: int = 50,
+              endpoint: bool = True, dtype: DTypeLike | None = None,
+              axis: int | None = None, *,
+              name: None = None) -> jax.Array: ...
 
 
 @implements(jnp.geomspace)

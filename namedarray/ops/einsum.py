@@ -21,12 +21,14 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import opt_einsum
+from jax.typing import ArrayLike
 
 from ..core import caches, placement
 from ..core import env as _env
 from ..core.array import NamedArray, _make
 from ..core.shape import join_sizes
 from ..engine import dispatch as engine
+from ..engine.docstrings import follows_arguments
 from ..engine.registry import implements
 from ..errors import AxisSizeError, EinsumSpecError, fmt_names
 from .contract import _operand, _result, sum_blocks
@@ -497,8 +499,10 @@ def _out_sharding(pl: Plan, datas: list) -> Any:
     return placement.contraction_sharding(datas, inputs.split(","), output, names, _env.current().mapping())
 
 
+@follows_arguments
 @implements(jnp.einsum)
-def einsum(spec: str, *operands: Any, precision: Any = None, preferred_element_type: Any = None,
+def einsum(spec: str, *operands: NamedArray | ArrayLike, precision: Any = None,
+           preferred_element_type: Any = None,
            **aliases: str) -> NamedArray | jax.Array:
     """Einstein summation where letters are positional axes and ``{names}`` are named axes: a name written
     in the inputs and not in the output is contracted, one written in the output is kept, one written

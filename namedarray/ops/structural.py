@@ -15,11 +15,13 @@ over the other names, and names the axis again (``tag``), inside one engine kern
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, overload
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
+from jax.typing import ArrayLike, DTypeLike
 
 from ..core import env as _env
 from ..core import placement
@@ -27,6 +29,7 @@ from ..core.array import NamedArray, _make, as_storage
 from ..core.wrapping import name_to_position, position_to_name
 from ..engine import dispatch as engine
 from ..engine.arguments import call
+from ..engine.docstrings import follows_arguments
 from ..engine.registry import implements
 from ..errors import (
     AxisSizeError,
@@ -76,8 +79,10 @@ def _concat_impl(static, *arrays):
     return position_to_name(out, -1, name, where)
 
 
+@follows_arguments
 @implements(jnp.concatenate)
-def concatenate(arrays: Sequence[Any], axis: int | str | None = 0, dtype: Any = None) -> Any:
+def concatenate(arrays: Sequence[NamedArray | ArrayLike], axis: int | str | None = 0,
+                dtype: DTypeLike | None = None) -> NamedArray | jax.Array:
     """``jnp.concatenate`` where ``axis`` may be a name every operand carries; other names broadcast.
 
     >>> import namedarray as nx, jax.numpy as jnp
@@ -103,8 +108,10 @@ def _concatenate(arrays: Any, axis: int | str | None, dtype: Any, where: str) ->
     return engine.call_lifted(jnp.concatenate, (arrays,), {"axis": axis, "dtype": dtype}, where)
 
 
+@follows_arguments
 @implements(jnp.concat)
-def concat(arrays: Sequence[Any], /, *, axis: int | str | None = 0) -> Any:
+def concat(arrays: Sequence[NamedArray | ArrayLike], /, *,
+           axis: int | str | None = 0) -> NamedArray | jax.Array:
     """Array-API spelling of :func:`concatenate`.
 
     >>> import namedarray as nx, jax.numpy as jnp
@@ -114,8 +121,10 @@ def concat(arrays: Sequence[Any], /, *, axis: int | str | None = 0) -> Any:
     return _concatenate(arrays, axis, None, "nx.concat")
 
 
+@follows_arguments
 @implements(jnp.append)
-def append(arr: Any, values: Any, axis: int | str | None = None) -> Any:
+def append(arr: NamedArray | ArrayLike, values: NamedArray | ArrayLike,
+           axis: int | str | None = None) -> NamedArray | jax.Array:
     """``jnp.append``; with a named ``axis``, :func:`concatenate` of the two along that name.
 
     >>> import namedarray as nx, jax.numpy as jnp
@@ -135,8 +144,24 @@ def _stack_impl(static, *arrays):
     return position_to_name(out, -1, name, where)
 
 
+# a NamedArray when an operand has names or the new axis is named, else jnp.stack's
+@overload
+def stack(arrays: Sequence[NamedArray | ArrayLike], axis: str, out: None = None,
+          dtype: DTypeLike | None = None) -> NamedArray: ...
+@overload
+def stack(arrays: Sequence[NamedArray], axis: int | str = 0, out: None = None,
+          dtype: DTypeLike | None = None) -> NamedArray: ...
+@overload
+def stack(arrays: Sequence[ArrayLike], axis: int = 0, out: None = None,
+          dtype: DTypeLike | None = None) -> jax.Array: ...
+@overload
+def stack(arrays: Sequence[NamedArray | ArrayLike], axis: int | str = 0, out: None = None,
+          dtype: DTypeLike | None = None) -> NamedArray: ...
+
+
 @implements(jnp.stack)
-def stack(arrays: Sequence[Any], axis: int | str = 0, out: None = None, dtype: Any = None) -> Any:
+def stack(arrays: Sequence[NamedArray | ArrayLike], axis: int | str = 0, out: None = None,
+          dtype: DTypeLike | None = None) -> NamedArray | jax.Array:
     """``jnp.stack``; a name for ``axis`` stacks along a new named axis.
 
     >>> import namedarray as nx, jax.numpy as jnp
@@ -196,9 +221,12 @@ def _take_impl(static, a, indices):
     return position_to_name(out, -1, name, where) if rank == 1 else out
 
 
+@follows_arguments
 @implements(jnp.take)
-def take(a: Any, indices: Any, axis: int | str | None = None, out: None = None, mode: Any = None,
-         unique_indices: bool = False, indices_are_sorted: bool = False, fill_value: Any = None) -> Any:
+def take(a: NamedArray | ArrayLike, indices: NamedArray | ArrayLike, axis: int | str | None = None,
+         out: None = None,
+         mode: Any = None, unique_indices: bool = False, indices_are_sorted: bool = False,
+         fill_value: Any = None) -> NamedArray | jax.Array:
     """``jnp.take``; along a named ``axis``, a 1-d index keeps the name (resized), a scalar drops it.
 
     >>> import namedarray as nx, jax.numpy as jnp
@@ -240,8 +268,10 @@ def _width(w: Any, axis: Any, where: str) -> tuple[int, int]:
     return int(pair[0]), int(pair[1])
 
 
+@follows_arguments
 @implements(jnp.pad)
-def pad(array: Any, pad_width: Any, mode: Any = "constant", **kwargs: Any) -> Any:
+def pad(array: NamedArray | ArrayLike, pad_width: Any, mode: Any = "constant",
+        **kwargs: Any) -> NamedArray | jax.Array:
     """``jnp.pad``, where ``pad_width`` may also be a mapping ``{axis: width}`` whose keys are names or
     positions, each width an int or a pair ``(before, after)``; the axes it leaves out are not padded, and
     the padded names keep their names (with larger sizes).
@@ -313,8 +343,9 @@ def _count(k: Any, axis: Any, where: str) -> int:
     return int(k)
 
 
+@follows_arguments
 @implements(jnp.tile)
-def tile(A: Any, reps: Any) -> Any:
+def tile(A: NamedArray | ArrayLike, reps: Any) -> NamedArray | jax.Array:
     """``jnp.tile``, where ``reps`` may also be a mapping ``{axis: count}`` whose keys are names or
     positions: the whole axis is repeated ``count`` times along itself (``[a, b]`` tiled twice is
     ``[a, b, a, b]``), and keeps its name with ``count`` times the size; the axes it leaves out are not tiled.

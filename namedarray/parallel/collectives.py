@@ -48,7 +48,7 @@ from __future__ import annotations
 import math
 import operator
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 import jax
 import jax.numpy as jnp
@@ -74,6 +74,8 @@ __all__ = ["psum", "pmean", "pmax", "pmin", "all_gather", "ppermute", "pshuffle"
            "all_to_all", "pswapaxes", "pbroadcast", "pcast", "axis_index", "axis_size"]
 
 AxisName = str | int | Sequence[str | int]
+# a collective keeps its argument's kind and structure: a NamedArray, a positional array, a pytree of them
+T = TypeVar("T")
 
 _SCALARS = (int, float, complex, bool, np.number, np.bool_)
 
@@ -334,7 +336,7 @@ def _reduce(kind: str, x, axis_name, where: str):
     return _tree(one, x, where)
 
 
-def psum(x: Any, axis_name: AxisName) -> Any:
+def psum(x: T, axis_name: AxisName) -> T:
     """Sum over named axes (and positional ints) of ``x``; a bound name ``x`` lacks multiplies by its size.
 
     ``nx.psum(1, "i")`` is the size of the bound axis ``i`` (a Python int). Reduced names leave the named
@@ -348,7 +350,7 @@ def psum(x: Any, axis_name: AxisName) -> Any:
     return _reduce("sum", x, axis_name, "nx.psum")
 
 
-def pmean(x: Any, axis_name: AxisName) -> Any:
+def pmean(x: T, axis_name: AxisName) -> T:
     """Mean over named axes (and positional ints); over a bound name ``x`` lacks it returns ``x``.
 
     >>> import namedarray as nx, jax.numpy as jnp
@@ -358,7 +360,7 @@ def pmean(x: Any, axis_name: AxisName) -> Any:
     return _reduce("mean", x, axis_name, "nx.pmean")
 
 
-def pmax(x: Any, axis_name: AxisName) -> Any:
+def pmax(x: T, axis_name: AxisName) -> T:
     """Maximum over named axes (and positional ints); over a bound name ``x`` lacks it returns ``x``.
 
     >>> import namedarray as nx, jax.numpy as jnp
@@ -368,7 +370,7 @@ def pmax(x: Any, axis_name: AxisName) -> Any:
     return _reduce("max", x, axis_name, "nx.pmax")
 
 
-def pmin(x: Any, axis_name: AxisName) -> Any:
+def pmin(x: T, axis_name: AxisName) -> T:
     """Minimum over named axes (and positional ints); over a bound name ``x`` lacks it returns ``x``.
 
     >>> import namedarray as nx, jax.numpy as jnp
@@ -405,7 +407,7 @@ def _all_gather_impl(static, x):
     return _make(d, rest)
 
 
-def all_gather(x: Any, axis_name: str | Sequence[str], *, axis: int = 0, tiled: bool = False) -> Any:
+def all_gather(x: T, axis_name: str | Sequence[str], *, axis: int = 0, tiled: bool = False) -> T:
     """Gather the slices of ``x`` along named axes into a positional axis; the names leave the value.
 
     Untiled, a new positional axis of size ``size(axis_name)`` is inserted at ``axis``; tiled, the slices
@@ -486,8 +488,8 @@ def _ppermute_impl(static, x):
     return _take_along_names(x, names, sizes, src, None if reached.all() else reached, where)
 
 
-def ppermute(x: Any, axis_name: str | Sequence[str], perm: Sequence[tuple[int, int]] | None = None, *,
-             shift: int | None = None) -> Any:
+def ppermute(x: T, axis_name: str | Sequence[str], perm: Sequence[tuple[int, int]] | None = None, *,
+             shift: int | None = None) -> T:
     """Move slices along named axes: each ``(src, dst)`` pair of ``perm`` copies index ``src`` to ``dst``.
 
     Destinations no pair reaches are zero-filled, as in JAX. ``shift=k`` is the periodic shift
@@ -541,7 +543,7 @@ def _pshuffle_impl(static, x):
     return _take_along_names(x, names, sizes, np.asarray(perm), None, where)
 
 
-def pshuffle(x: Any, axis_name: str | Sequence[str], perm: Sequence[int]) -> Any:
+def pshuffle(x: T, axis_name: str | Sequence[str], perm: Sequence[int]) -> T:
     """Permute along named axes: index ``i`` of the result takes index ``perm[i]`` of ``x``.
 
     Over a tuple of names the indices are row-major linear indices. The named shape is unchanged.
@@ -584,8 +586,8 @@ def _psum_scatter_impl(static, x):
     return _split_to_names(d, a, names, sizes, rest, where)
 
 
-def psum_scatter(x: Any, axis_name: str | Sequence[str], *, scatter_dimension: int = 0,
-                 tiled: bool = False) -> Any:
+def psum_scatter(x: T, axis_name: str | Sequence[str], *, scatter_dimension: int = 0,
+                 tiled: bool = False) -> T:
     """Sum over named axes, then hand slice ``k`` of positional ``scatter_dimension`` to index ``k``.
 
     Unlike xmap, the result keeps the names (it varies along them). Untiled, the scatter dimension must
@@ -653,8 +655,8 @@ def _all_to_all_impl(static, x):
     return from_storage(d, tuple(names) + tuple(rest), where)
 
 
-def all_to_all(x: Any, axis_name: str | Sequence[str], split_axis: int, concat_axis: int, *,
-               tiled: bool = False) -> Any:
+def all_to_all(x: T, axis_name: str | Sequence[str], split_axis: int, concat_axis: int, *,
+               tiled: bool = False) -> T:
     """Exchange chunks between the indices of named axes; the names stay.
 
     Index ``k`` of the result receives, from every index ``j``, chunk ``k`` of positional ``split_axis``,
@@ -675,7 +677,7 @@ def all_to_all(x: Any, axis_name: str | Sequence[str], split_axis: int, concat_a
     return _tree(lambda v: engine.run(_all_to_all_impl, static, (v,)), x, where)
 
 
-def pswapaxes(x: Any, axis_name: str | Sequence[str], axis: int) -> Any:
+def pswapaxes(x: T, axis_name: str | Sequence[str], axis: int) -> T:
     """Swap named axes with positional ``axis`` (same size): ``all_to_all(x, axis_name, axis, axis)``.
 
     >>> import namedarray as nx, jax.numpy as jnp
@@ -699,7 +701,7 @@ def _pbroadcast_impl(static, x):
     return _make(jnp.take(d, source, axis=p), rest)
 
 
-def pbroadcast(x: Any, axis_name: str | Sequence[str], source: int) -> Any:
+def pbroadcast(x: T, axis_name: str | Sequence[str], source: int) -> T:
     """The value at index ``source`` of named axes, for every index: the names leave the value.
 
     JAX defines it as ``psum(where(axis_index(axis_name) == source, x, 0), axis_name)``; like that psum, the
@@ -721,7 +723,7 @@ def pbroadcast(x: Any, axis_name: str | Sequence[str], source: int) -> Any:
     return _tree(lambda v: _restore(engine.run(_pbroadcast_impl, (names, source, where), (v,)), v), x, where)
 
 
-def pcast(x: Any, axis_name: str | Sequence[str], *, to: str) -> Any:
+def pcast(x: T, axis_name: str | Sequence[str], *, to: str) -> T:
     """JAX's varying/invariant type cast (``to="varying"`` ...): values are unchanged, so it returns ``x``.
 
     A NamedArray holds the whole axis, so there is no per-device type to change; the names are checked.

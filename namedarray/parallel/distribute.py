@@ -32,7 +32,7 @@ from __future__ import annotations
 import contextlib
 import functools
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, TypeVar
+from typing import Any, Generic, ParamSpec, Protocol, TypeVar, overload
 
 import jax
 import numpy as np
@@ -228,6 +228,28 @@ def sharding(tree: Any, resources: Mapping[str, Any] | None = None, *, mesh: Any
 
 # --------------------------------------------------------------------------------------------------------
 # jit
+
+
+P = ParamSpec("P")
+R = TypeVar("R", covariant=True)
+
+
+class JitFunction(Protocol, Generic[P, R]):
+    """What ``nx.jit(f)`` is to a type checker: ``f``'s signature, and jax's ahead-of-time methods."""
+
+    def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R: ...
+    def trace(self, *args: Any, **kwargs: Any) -> jax.stages.Traced: ...
+    def lower(self, *args: Any, **kwargs: Any) -> jax.stages.Lowered: ...
+    def eval_shape(self, *args: Any, **kwargs: Any) -> Any: ...
+
+
+# nx.jit(f) keeps f's signature; nx.jit(resources=...) is a decorator that does
+@overload
+def jit(fun: Callable[P, R], *, resources: Mapping[str, Any] | None = None,
+        **jit_kwargs: Any) -> JitFunction[P, R]: ...
+@overload
+def jit(fun: None = None, *, resources: Mapping[str, Any] | None = None,
+        **jit_kwargs: Any) -> Callable[[Callable[P, R]], JitFunction[P, R]]: ...
 
 
 def jit(fun: Callable | None = None, *, resources: Mapping[str, Any] | None = None,

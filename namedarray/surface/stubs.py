@@ -10,9 +10,15 @@ function or method appears in the stubs when they are generated again:
 
 * ``namedarray/__init__.pyi``: the package root (submodules are re-exported, and read from their source);
 * ``namedarray/core/array.pyi``: the NamedArray class, where the rest of the package finds it too;
-* ``namedarray/linalg.pyi``, ``namedarray/fft.pyi``: the lifted modules, which exist only at run time.
+* ``namedarray/linalg.pyi``, ``namedarray/fft.pyi``: the lifted modules, which exist only at run time;
+* ``namedarray/random.pyi``, ``namedarray/nn/__init__.pyi``: modules that make most of their functions at
+  import, or lift jax's on first use.
 
-An annotation that names something the stubs cannot import is written as ``Any``.
+A result follows its arguments, as at run time: a function the mirror made (or one marked
+:func:`~namedarray.engine.docstrings.follows_arguments`) gets overloads that say its result is a NamedArray
+when an array argument is one, or when ``named_shape=``/``name=`` asks for names, and a plain ``jax.Array``
+otherwise; a function whose source declares overloads (``typing.overload``) gets those. An annotation that
+names something the stubs cannot import is written as ``Any``.
 
 ``python -m namedarray.surface.stubs`` (``make stubs``) writes them; ``--check`` exits with status 1 when
 a written stub differs from what the package gives now (the tests run this check).
@@ -21,7 +27,7 @@ a written stub differs from what the package gives now (the tests run this check
 >>> sorted(files)[:2]
 ['__init__.pyi', 'core/array.pyi']
 >>> [line for line in files["__init__.pyi"].splitlines() if line.startswith("def exp(")]
-['def exp(x: NamedArray | ArrayLike, /) -> NamedArray: ...']
+['def exp(x: NamedArray, /) -> NamedArray: ...', 'def exp(x: ArrayLike, /) -> Array: ...']
 """
 
 from __future__ import annotations
@@ -34,6 +40,7 @@ import pathlib
 import re
 import sys
 import types
+import typing
 from collections.abc import Callable
 from functools import cache
 from typing import Any
@@ -49,7 +56,7 @@ from __future__ import annotations
 
 import builtins
 from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
-from typing import Any, Literal
+from typing import Any, Literal, ParamSpec, Protocol, TypeVar, overload
 
 import jax
 import numpy as np
@@ -73,9 +80,11 @@ _SKIP = {"__dict__", "__module__", "__slots__", "__weakref__", "__doc__", "__ann
 class _Module:
     """One stub file being written: its lines, and the names it defines (which annotations must avoid)."""
 
-    def __init__(self, defined: set[str]):
+    def __init__(self, defined: set[str], namespace: Any = None):
         self.defined = defined
+        self.namespace = namespace  # what the stub's names are bound to, where they are the package's
         self.imports: set[str] = set()
+        self.type_vars: dict[str, str] = {}  # name -> its declaration
 
     def annotation(self, value: Any, scope: dict[str, Any], shadowed: set[str] = frozenset()) -> str | None:
         """``value`` as stub text, or None where it names what the stub cannot import (``Any`` is written)."""
@@ -123,7 +132,11 @@ class _Module:
             if name == "NamedArray":
                 return name
             self.imports.add(f"from {obj.__module__} import {name} as {name}")
-            return name if name not in shadowed else None
+            # a name the stub defines is the class itself where the stub re-exports it (nx.Plan)
+            return name if name not in shadowed or getattr(self.namespace, name, None) is obj else None
+        if isinstance(obj, (typing.TypeVar, typing.ParamSpec)) and "." not in name and name not in shadowed:
+            self.type_vars[name] = _type_var(obj)
+            return name
         if depth < 2 and obj is not None and not isinstance(obj, type) and (
                 isinstance(obj, types.UnionType) or type(obj).__module__ == "typing"):
             inner = self._resolve(inspect.formatannotation(obj), scope, shadowed, depth + 1)
@@ -133,33 +146,172 @@ class _Module:
     def signature(self, f: Callable, name: str, indent: str = "", shadowed: set[str] = frozenset(),
                   self_param: bool = False) -> str:
         """The ``def`` line of ``f``, as ``name``."""
-        try:
-            sig = inspect.signature(f)
-        except (TypeError, ValueError):
+        parts = self.parts(f, shadowed, self_param)
+        if parts is None:
             return f"{indent}def {name}(*args: Any, **kwargs: Any) -> Any: ..."
+        return _render(name, *parts, indent)
+
+    def parts(self, f: Callable, shadowed: set[str] = frozenset(), self_param: bool = False,
+              sig: inspect.Signature | None = None) -> tuple[list[_Param], str | None] | None:
+        """``f``'s parameters and result as stub text (``sig`` instead of ``f``'s own signature where
+        given), or None where ``f`` has no signature."""
+        if sig is None:
+            try:
+                sig = inspect.signature(f)
+            except (TypeError, ValueError):
+                return None
         scope = dict(getattr(inspect.unwrap(f), "__globals__", {}))
         scope.update(getattr(f, "__globals__", {}))
-        parts: list[str] = []
-        params = list(sig.parameters.values())
-        star = False
-        for i, p in enumerate(params):
-            if p.kind is p.KEYWORD_ONLY and not star:
-                parts.append("*")
-                star = True
-            prefix = {p.VAR_POSITIONAL: "*", p.VAR_KEYWORD: "**"}.get(p.kind, "")
-            star = star or p.kind is p.VAR_POSITIONAL
-            text = prefix + ("self" if self_param and i == 0 else p.name)
+        params = []
+        for i, p in enumerate(sig.parameters.values()):
             ann = None if (self_param and i == 0) else self.annotation(p.annotation, scope, shadowed)
-            if ann is not None:
-                text += f": {ann}"
-            if p.default is not p.empty:
-                text += f" = {_default(p.default)}" if ann is not None else f"={_default(p.default)}"
-            parts.append(text)
-            following = params[i + 1] if i + 1 < len(params) else None
-            if p.kind is p.POSITIONAL_ONLY and (following is None or following.kind is not p.POSITIONAL_ONLY):
-                parts.append("/")
-        ret = self.annotation(sig.return_annotation, scope, shadowed)
-        return f"{indent}def {name}({', '.join(parts)})" + (f" -> {ret}" if ret else "") + ": ..."
+            default = None if p.default is p.empty else _default(p.default)
+            params.append(_Param("self" if self_param and i == 0 else p.name, p.kind, ann, default))
+        return params, self.annotation(sig.return_annotation, scope, shadowed)
+
+    def lines(self, f: Callable, name: str) -> list[str]:
+        """The stub of module-level function ``f`` as ``name``: its ``def`` line, or its overloads.
+
+        The overloads are those its source declares (``typing.overload``), else, for a function made by
+        the mirror's rules (:mod:`namedarray.engine.docstrings`), those the rules imply: a result is a
+        NamedArray when an array argument is one, and a plain ``jax.Array`` when none is.
+        """
+        declared = typing.get_overloads(inspect.unwrap(f)) or typing.get_overloads(f)
+        if declared:
+            out = []
+            for o in declared:
+                parts = self.parts(o, sig=inspect.signature(o))
+                if parts is not None:
+                    out += ["@overload", _render(name, *parts)]
+            return out
+        parts = self.parts(f)
+        if parts is None:
+            return [self.signature(f, name)]
+        if getattr(f, "__nx_rule__", None) in _RULED:
+            variants = _ruled_overloads(*parts)
+            if len(variants) > 1:
+                return [line for v in variants for line in ("@overload", _render(name, *v))]
+            return [_render(name, *variants[0])]
+        return [_render(name, *parts)]
+
+
+class _Param(typing.NamedTuple):
+    name: str
+    kind: Any  # an inspect.Parameter kind
+    ann: str | None  # the annotation as stub text
+    default: str | None  # the default as stub text
+
+
+def _render(name: str, params: list[_Param], ret: str | None, indent: str = "") -> str:
+    parts: list[str] = []
+    star = False
+    for i, p in enumerate(params):
+        if p.kind is inspect.Parameter.KEYWORD_ONLY and not star:
+            parts.append("*")
+            star = True
+        prefix = {inspect.Parameter.VAR_POSITIONAL: "*", inspect.Parameter.VAR_KEYWORD: "**"}.get(p.kind, "")
+        star = star or p.kind is inspect.Parameter.VAR_POSITIONAL
+        text = prefix + p.name
+        if p.ann is not None:
+            text += f": {p.ann}"
+        if p.default is not None:
+            text += f" = {p.default}" if p.ann is not None else f"={p.default}"
+        parts.append(text)
+        following = params[i + 1] if i + 1 < len(params) else None
+        if p.kind is inspect.Parameter.POSITIONAL_ONLY and (
+                following is None or following.kind is not inspect.Parameter.POSITIONAL_ONLY):
+            parts.append("/")
+    return f"{indent}def {name}({', '.join(parts)})" + (f" -> {ret}" if ret else "") + ": ..."
+
+
+# the mirror's rules whose results follow their arguments: named in, named out; plain in, plain out
+_RULED = ("elementwise", "reduction", "single", "along", "lifted", "positional", "arguments")
+_NAMED = re.compile(r"(?<![\w.])NamedArray(?![\w.])")
+_NAMED_MEMBER = re.compile(r"(?<![\w.])NamedArray \| |(?: \| )NamedArray(?![\w.])")
+
+
+def _members(text: str) -> list[str]:
+    """The top-level members of a union's text (``A | B[C | D]`` -> ``A``, ``B[C | D]``)."""
+    text = text.strip()
+    if text.startswith("(") and text.endswith(")") and _members(text[1:-1]) != [text[1:-1]]:
+        text = text[1:-1]  # a parenthesized union (an alias the stub spells out)
+    out, depth, start = [], 0, 0
+    for i, ch in enumerate(text):
+        depth += ch in "[(" and 1 or ch in "])" and -1 or 0
+        if ch == "|" and depth == 0:
+            out.append(text[start:i].strip())
+            start = i + 1
+    return [*out, text[start:].strip()]
+
+
+def _ruled_overloads(params: list[_Param], ret: str | None) -> list[tuple[list[_Param], str | None]]:
+    """The overloads of a mirrored function: for each argument that may be a NamedArray, one where it is
+    one (the result is as declared: named), then one where no argument is (the result is a jax.Array).
+    An argument that holds arrays in a container (a sequence, ``*arrays``) may mix both: the last overload
+    takes the declared arguments and gives the declared result.
+
+    An argument annotated ``Any`` (or not at all) with no default is read as an array argument: it is what
+    jax leaves unannotated (``jnp.cross(a, b)``), or an array of any kind (``jnp.array(object)``).
+    """
+    if ret is None or not _NAMED.search(ret):
+        return [(params, ret)]
+    direct, mixed = [], False
+    for i, p in enumerate(params):
+        if p.ann is None or p.kind is inspect.Parameter.VAR_KEYWORD or p.ann.startswith("Callable"):
+            continue
+        members = _members(p.ann)
+        if "NamedArray" in members and len(members) > 1:
+            if p.kind is inspect.Parameter.VAR_POSITIONAL:
+                mixed = True
+            else:
+                direct.append(i)
+        elif _NAMED.search(p.ann):
+            if members == ["NamedArray"]:
+                return [(params, ret)]  # a NamedArray always: the result is named
+            mixed = True
+    if not direct and not mixed:  # no argument annotated as an array: the unannotated ones are
+        direct = [i for i, p in enumerate(params) if p.default is None and p.ann in (None, "Any")
+                  and p.kind in (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)]
+    # a result declared as either (``NamedArray | jax.Array``) is the one the arguments choose
+    named_ret = " | ".join(m for m in _members(ret) if m not in ("Array", "jax.Array"))
+    plain_ret = " | ".join(dict.fromkeys("Array" if m == "jax.Array" else m
+                                         for m in _members(_NAMED.sub("Array", ret))))
+    # an argument that asks for named axes (named_shape=, name=) names the result whatever the arrays are
+    askers = [i for i, p in enumerate(params) if p.name in ("named_shape", "name") and p.default == "None"
+              and p.ann is not None and "None" in _members(p.ann)]
+    variants = []
+    for i in askers:
+        named = list(params)
+        named[i] = params[i]._replace(ann=" | ".join(m for m in _members(params[i].ann) if m != "None"),
+                                      default=None)
+        variants.append((named, named_ret))
+    for i in direct:
+        named = list(params)
+        named[i] = params[i]._replace(ann="NamedArray")
+        if params[i].default is not None:
+            # an argument with a default is a NamedArray only where it is given: required, so by keyword
+            if params[i].kind is inspect.Parameter.POSITIONAL_ONLY:
+                continue
+            named[i] = named[i]._replace(default=None)
+            named[i:] = [q._replace(kind=inspect.Parameter.KEYWORD_ONLY)
+                         if q.kind is inspect.Parameter.POSITIONAL_OR_KEYWORD else q for q in named[i:]]
+        variants.append((named, named_ret))
+    plain = [p._replace(ann=_NAMED_MEMBER.sub("", p.ann), default=None if p.default is None else "...")
+             if p.ann is not None and _NAMED.search(p.ann) and not p.ann.startswith("Callable") else p
+             for p in params]
+    for i in askers:
+        plain[i] = params[i]._replace(ann="None")
+    variants.append((plain, plain_ret))
+    if mixed:
+        variants.append((params, named_ret))
+    return variants
+
+
+def _type_var(v: typing.TypeVar | typing.ParamSpec) -> str:
+    """The declaration of a type variable a signature uses."""
+    if isinstance(v, typing.ParamSpec):
+        return f"{v.__name__} = ParamSpec({v.__name__!r})"
+    return f"{v.__name__} = TypeVar({v.__name__!r})"  # nx's are unbounded
 
 
 def _default(value: Any) -> str:
@@ -203,8 +355,7 @@ def _value(name: str, obj: Any, stub: _Module, jnp: Any) -> list[str]:
             return [f"from . import {module.rpartition('.')[2]} as {name}"]
         parent, _, leaf = module.rpartition(".")  # relative to the package root, whose stub this is
         return [f"from .{parent.removeprefix('namedarray').lstrip('.')} import {leaf} as {name}"]
-    if jnp is not None and getattr(jnp, name, None) is obj and (isinstance(obj, type) or not callable(obj)
-                                                                or not inspect.isfunction(obj)):
+    if jnp is not None and getattr(jnp, name, None) is obj:  # jax's own object, with jax's own types
         if name in _jax_numpy_declares():
             return [f"from jax.numpy import {name} as {name}"]  # jax's own object, re-exported as it is
         return [f"{name}: Any"]  # jax's stubs do not declare it
@@ -213,7 +364,7 @@ def _value(name: str, obj: Any, stub: _Module, jnp: Any) -> list[str]:
             return [f"from namedarray.core.array import NamedArray as {name}"]
         return [f"from {obj.__module__} import {obj.__name__} as {name}"]
     if callable(obj):
-        return [stub.signature(obj, name)]
+        return stub.lines(obj, name)
     if obj is None:
         return [f"{name}: None"]
     if type(obj) in (bool, int, float, complex, str):
@@ -224,7 +375,7 @@ def _value(name: str, obj: Any, stub: _Module, jnp: Any) -> list[str]:
 def _module_stub(names: list[str], namespace: Any, extra: list[str] = ()) -> str:
     import jax.numpy as jnp
 
-    stub = _Module(set(names))
+    stub = _Module(set(names), namespace)
     body: list[str] = []
     stub.imports.add("from namedarray.core.array import NamedArray as NamedArray")
     for name in names:
@@ -234,7 +385,8 @@ def _module_stub(names: list[str], namespace: Any, extra: list[str] = ()) -> str
 
 
 def _assemble(stub: _Module, body: list[str]) -> str:
-    return "\n".join([HEADER.rstrip("\n"), *sorted(stub.imports), "", *body]) + "\n"
+    type_vars = ["", *(stub.type_vars[n] for n in sorted(stub.type_vars))] if stub.type_vars else []
+    return "\n".join([HEADER.rstrip("\n"), *sorted(stub.imports), *type_vars, "", *body]) + "\n"
 
 
 def _root() -> str:
@@ -247,6 +399,29 @@ def _lifted(sub: str) -> str:
     module = importlib.import_module(f"namedarray.{sub}")
     names = sorted(n for n in vars(module) if not n.startswith("_"))
     return _module_stub(names, module)
+
+
+def _own(module_name: str) -> str:
+    """The stub of a module of the package whose functions the source declares loosely or makes at
+    import (``nx.random``, ``nx.nn``): its public names, the submodules it holds, and ``__getattr__`` for
+    the functions of jax it lifts on first use (typed ``Any``: they are made on demand)."""
+    import jax.numpy as jnp
+
+    module = importlib.import_module(module_name)
+    names = list(module.__all__)
+    stub = _Module(set(names), module)
+    stub.imports.add("from namedarray.core.array import NamedArray as NamedArray")
+    body: list[str] = []
+    for name in names:
+        if not isinstance(getattr(module, name), types.ModuleType):  # submodules: below
+            for line in _value(name, getattr(module, name), stub, jnp):
+                (stub.imports.add if line.startswith("from ") else body.append)(line)
+    subs = sorted(n for n, v in vars(module).items() if isinstance(v, types.ModuleType)
+                  and not n.startswith("_") and v.__name__ == f"{module_name}.{n}")
+    stub.imports.update(f"from . import {n} as {n}" for n in subs)
+    lazy = ["", "def __getattr__(name: str) -> Any: ...  # jax's other functions, lifted on first use"]
+    return _assemble(stub, ["", f"__all__ = {names!r}", "", *body,
+                            *(lazy if hasattr(module, "__getattr__") else [])])
 
 
 def _class_lines(cls: type, stub: _Module) -> list[str]:
@@ -299,7 +474,7 @@ def _array() -> str:
     body = ["", *_class_lines(array.NamedArray, stub), ""]
     for name in array.__all__:
         if name != "NamedArray":
-            body.append(stub.signature(getattr(array, name), name))
+            body += stub.lines(getattr(array, name), name)
     body += ["", "def __getattr__(name: str) -> Any: ...  # the module's other, internal, names"]
     return _assemble(stub, [f"__all__ = {list(array.__all__)!r}", *body])
 
@@ -312,7 +487,8 @@ def _lifted_modules() -> list[str]:
 
 def render() -> dict[str, str]:
     """Every stub, by its path in the package, as the package gives it now."""
-    files = {"__init__.pyi": _root(), "core/array.pyi": _array()}
+    files = {"__init__.pyi": _root(), "core/array.pyi": _array(), "random.pyi": _own("namedarray.random"),
+             "nn/__init__.pyi": _own("namedarray.nn")}
     for sub in _lifted_modules():
         files[f"{sub}.pyi"] = _lifted(sub)
     return files
