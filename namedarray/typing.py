@@ -22,6 +22,17 @@ expected as an :class:`~namedarray.errors.AnnotationError`.
 {'batch': 4}
 >>> isinstance(jnp.ones(5, jnp.float32), f32[(5,)])
 True
+
+Static type checkers accept no dict or tuple in an annotation, so code they check writes
+the same annotation as the metadata of ``typing.Annotated``: they read the type, :func:`check` the shape.
+
+>>> from typing import Annotated
+>>> Rows = Annotated[nx.NamedArray, f32[("d",), {"rows": "n"}]]
+>>> @nx.typing.check
+... def center(x: Rows) -> Rows:
+...     return x - x.mean("rows")
+>>> center(nx.wrap(jnp.ones((4, 3)), ["rows", ...])).named_shape
+{'rows': 4}
 """
 
 from __future__ import annotations
@@ -31,7 +42,7 @@ import inspect
 import types
 import typing as _t
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, TypeVar
 
 import jax.numpy as jnp
 import numpy as np
@@ -42,6 +53,10 @@ from .errors import AnnotationError
 
 __all__ = ["ArrayType", "OneOf", "DType", "check", "Any", "Array", "bool_", "i8", "i16", "i32", "i64", "u8",
            "u16", "u32", "u64", "bf16", "f16", "f32", "f64", "c64", "c128"]
+
+
+# a checked function keeps its signature for type checkers
+F = TypeVar("F", bound=Callable[..., Any])
 
 
 def _dim_text(d: Any) -> str:
@@ -328,7 +343,18 @@ def _resolve(fn: Callable) -> dict[str, Any]:
     return out
 
 
+def _checked(ann: Any) -> Any:
+    """The nx annotation an ``Annotated[T, f32[...]]`` carries (the spelling static type checkers accept:
+    they read ``T``, :func:`check` reads the metadata), else ``ann``."""
+    if _t.get_origin(ann) is _t.Annotated:
+        for m in ann.__metadata__:
+            if _is_annotation(m):
+                return m
+    return ann
+
+
 def _is_annotation(ann: Any) -> bool:
+    ann = _checked(ann)
     if isinstance(ann, ArrayType):
         return True
     if isinstance(ann, (tuple, list)):
@@ -344,6 +370,7 @@ def _is_annotation(ann: Any) -> bool:
 
 
 def _verify_tree(ann: Any, value: Any, label: str, bindings, where: str) -> None:
+    ann = _checked(ann)
     if isinstance(ann, ArrayType):
         ann.verify(value, label, bindings, where)
         return
@@ -409,7 +436,7 @@ def _verify_tree(ann: Any, value: Any, label: str, bindings, where: str) -> None
             _verify_tree(a, value[k], f"{label}[{k!r}]", bindings, where)
 
 
-def check(fn: Callable) -> Callable:
+def check(fn: F) -> F:
     """Decorate ``fn`` so that its ``nx.typing`` annotations are verified on every call.
 
     Arguments are checked before the call, the result after it; dimension variables (string dims) must
@@ -457,4 +484,4 @@ def check(fn: Callable) -> Callable:
         return out
 
     wrapper.__nx_annotations__ = params  # type: ignore[attr-defined]
-    return wrapper
+    return wrapper  # type: ignore[return-value]  # fn's signature, checked
