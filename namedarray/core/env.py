@@ -51,6 +51,12 @@ def _frozen(d: Mapping | None) -> tuple:
     return tuple(sorted((d or {}).items()))
 
 
+def _ranked(rules: Mapping | None) -> tuple | None:
+    """The rules as an ordered tuple: their order ranks them (placement.resolve), so two environments whose
+    rules differ only in order lay values out differently and must not share a trace."""
+    return None if rules is None else tuple(rules.items())
+
+
 @dataclass(frozen=True)
 class AxisEnv:
     """An immutable snapshot of the axis environment.
@@ -60,7 +66,8 @@ class AxisEnv:
     ``resources``: axis name -> tuple of resource names (mesh axes, then at most one loop).
     ``mesh``: the mesh those resources refer to, if any.
     ``loops``: axis name -> chunk count, for names computed by a serial loop (the body sees one chunk).
-    ``rules``: logical axis name -> mesh axes, from ``nx.axis_rules``.
+    ``rules``: logical axis name -> mesh axes, from ``nx.axis_rules``, in rank order (first wins a mesh axis
+    two names of one value map to: :func:`namedarray.core.placement.resolve`).
     ``split``: inside ``nx.shard_map``, each name its values hold a block of -> the (manual) mesh axes the
     blocks are spread over; ``sizes`` holds the whole size.
     ``loop_resources``: the serial loops ``with nx.serial_loop(name, length):`` brought into scope, name ->
@@ -85,7 +92,7 @@ class AxisEnv:
         # JAX hashes the environment on every jitted call made inside it (it is part of the cache key)
         object.__setattr__(self, "_hash", hash((
             _frozen(self.sizes), self.local, _frozen(self.resources), id(self.mesh), _frozen(self.loops),
-            _frozen(self.rules), _frozen(self.split), _frozen(self.loop_resources), _frozen(self.jax_names))))
+            _ranked(self.rules), _frozen(self.split), _frozen(self.loop_resources), _frozen(self.jax_names))))
 
     def __hash__(self) -> int:
         return self._hash
@@ -95,15 +102,15 @@ class AxisEnv:
             isinstance(other, AxisEnv) and hash(self) == hash(other)
             and dict(self.sizes) == dict(other.sizes) and self.local == other.local
             and dict(self.resources) == dict(other.resources) and self.mesh is other.mesh
-            and dict(self.loops) == dict(other.loops) and self.rules == other.rules
+            and dict(self.loops) == dict(other.loops) and _ranked(self.rules) == _ranked(other.rules)
             and dict(self.split) == dict(other.split)
             and dict(self.loop_resources) == dict(other.loop_resources)
             and dict(self.jax_names) == dict(other.jax_names))
 
     def mapping(self, resources: Mapping[str, tuple[str, ...]] | None = None) -> dict[str, tuple[str, ...]]:
         """Axis name -> the mesh axes values carrying it are laid out over: ``resources`` (normalized) if
-        given, else the rules of ``nx.axis_rules``; inside ``nx.xmap``, the mesh axes of its resources win
-        for the names it binds (xmap lays every value out by them)."""
+        given, else the rules of ``nx.axis_rules``, in their rank order; inside ``nx.xmap``, the mesh axes
+        of its resources win for the names it binds, and rank first (xmap lays every value out by them)."""
         if resources is None:
             got = self.__dict__.get("_mapping")
             if got is None:
@@ -116,7 +123,8 @@ class AxisEnv:
         if not (self.resources and self.mesh is not None):
             return dict(resources)
         axes = set(self.mesh.axis_names)
-        return {**resources, **{n: tuple(r for r in res if r in axes) for n, res in self.resources.items()}}
+        bound = {n: tuple(r for r in res if r in axes) for n, res in self.resources.items()}
+        return {**bound, **{n: a for n, a in resources.items() if n not in bound}}
 
     def require_whole(self, names: Iterable[str], where: str) -> None:
         """Raise :class:`SplitAxisError` for a name of ``names`` that ``nx.shard_map`` splits into blocks
@@ -336,7 +344,16 @@ def axis_rules(rules: Mapping[str, Any] | None = None) -> Any:
     rule winning per name, and hold per thread and per asyncio task; the same object decorates a function
     (``@nx.axis_rules({...})``). Model code then calls ``.shard()`` with no hardware names, and the user
     picks the parallel strategy with one mapping. ``nx.axis_rules()`` with no argument returns the rules in
-    force.
+    force, in rank order.
+
+    The rules are ranked by their order (the mapping's insertion order): for a value that carries several
+    names mapped to one mesh axis, the first of them in rank order is split over it, and a rule whose mesh
+    axes (all of them, for a tuple) an earlier-ranked name of the value took is skipped, leaving that name
+    replicated in that value. This is fully sharded data parallelism by name: under ``{"batch": "data",
+    "embed": "data"}`` parameters split ``embed`` over ``data``, and activations carrying ``batch`` and
+    ``embed`` are split by ``batch`` alone. In a nested block a name mapped again keeps its rank, and new
+    names rank after the enclosing block's. The rank depends on the program text only (not on the order a
+    value stores its names in), so every process of a job lays every value out alike.
 
     >>> import namedarray as nx
     >>> with nx.axis_rules({"batch": "data"}), nx.axis_rules({"embed": ["model"]}):

@@ -7,9 +7,19 @@ mesh axes: major to minor), and every other dimension, positional axes included,
 ``.shard()``, ``nx.sharding``, ``nx.jit``, ``nx.from_process_local`` and ``nx.xmap`` all build their
 ``PartitionSpec``\\ s with :func:`storage_spec`, and give the same spec for the same names and mapping.
 
-A layout is legal when (:func:`check`): every mesh axis it names is in the mesh, no two names of one value
-share a mesh axis (a value cannot be split twice over one mesh axis), and each named size is divisible by
-the product of its mesh axes' sizes. Results never depend on the layout.
+*Rules* (``nx.axis_rules``, and what ``nx.jit(resources=)`` adds) are ranked by their order, the mapping's
+insertion order (the order ``nx.axis_rules()`` lists them in): for each value, the names it carries take
+their mesh axes rule by rule, and a rule whose mesh axes an earlier-ranked name of that value already took is
+skipped, that name staying replicated (:func:`resolve`). So one mesh axis can serve several names that
+rarely meet, fully sharded data parallelism by name: ``{"batch": "data", "embed": "data"}`` splits the
+parameters' ``embed`` over ``data``, and an activation carrying both names is split by ``batch`` alone. The
+rank depends on the program text only, never on the order a value stores its names in, so every process of
+a job lays a value out alike. A mapping given to one call (``x.shard(resources)``), and ``nx.xmap``'s
+``axis_resources``, say where each name goes: there two names of one value on one mesh axis are an error.
+
+A layout is legal when (:func:`check`): every mesh axis it names is in the mesh, no mesh axis splits a
+value twice, and each named size is divisible by the product of its mesh axes' sizes. Results never depend
+on the layout.
 
 >>> storage_spec(3, ("batch", "embed"), {"batch": ("data",), "embed": ("x", "y")}.get)
 P(None, 'data', ('x', 'y'))
@@ -43,10 +53,10 @@ from . import caches, context
 _abstract_mesh = jax.sharding.get_abstract_mesh
 
 __all__ = ["current_mesh", "mesh_token", "check_mesh", "LastCall", "mesh_sizes", "mesh_axes", "normalize",
-           "entry", "storage_spec", "conflict",
+           "entry", "storage_spec", "conflict", "resolve",
            "check", "constrain", "place", "is_placed", "contraction_sharding", "gather_sharding",
-           "with_layout", "align_explicit_layouts", "layouts_known", "known_layout", "note_layout",
-           "layout_key"]
+           "with_layout", "explicit_in_context", "align_explicit_layouts", "layouts_known", "known_layout",
+           "note_layout", "layout_key", "conflict_error"]
 
 _Tracer = jax.core.Tracer
 
@@ -241,16 +251,57 @@ def conflict(names: Iterable[str], mapping: Mapping[str, Iterable[str]]) -> tupl
     return None
 
 
-def check(sizes: Mapping[str, int], mapping: Mapping[str, tuple[str, ...]], mesh: Any, where: str) -> None:
-    """Raise unless a value of named shape ``sizes`` can be laid out by ``mapping`` on ``mesh``.
+def resolve(names: Iterable[str], mapping: Mapping[str, tuple[str, ...]]) -> dict[str, tuple[str, ...]]:
+    """The mesh axes each name of a value that carries ``names`` is split over, under rules ``mapping``
+    ranked by their order: each rule, first to last, gives its name (if the value carries it) all of its
+    mesh axes when none of them is taken yet by an earlier-ranked name of the value, and none otherwise (the
+    name is then replicated, as a rule whose mesh axes are taken is skipped in Flax's and MaxText's logical
+    rules). A rule of several mesh axes is taken whole or not at all: splitting over what is left of it
+    would give the name a layout no rule states. Names left out of the result are replicated.
 
-    Mesh axes must exist (:class:`MissingResourceError`), no two of the value's names may share one
-    (:class:`ResourceConflictError`), and each size must be divisible by its mesh axes' total size
-    (:class:`DivisibilityError`). Names ``mapping`` does not mention are replicated and need nothing.
+    The result depends on the set of ``names`` and the order of ``mapping`` only.
+
+    >>> resolve(["embed", "batch"], {"batch": ("data",), "embed": ("data",)})
+    {'batch': ('data',)}
+    >>> resolve(["embed", "mlp"], {"batch": ("data",), "embed": ("data",), "mlp": ("model", "data")})
+    {'embed': ('data',)}
+    """
+    carried = names if isinstance(names, (set, frozenset, Mapping)) else set(names)
+    used: set[str] = set()
+    out: dict[str, tuple[str, ...]] = {}
+    for name, axes in mapping.items():
+        if axes and name in carried and used.isdisjoint(axes):
+            out[name] = axes
+            used.update(axes)
+    return out
+
+
+def conflict_error(where: str, found: tuple[str, str, str], mapping: Mapping[str, tuple[str, ...]],
+                   hint: str = "map one of them elsewhere, or to None") -> ResourceConflictError:
+    """The error for two names of one value on one mesh axis (``found``: as :func:`conflict` returns it)."""
+    a, b, r = found
+    return ResourceConflictError(
+        f"{where}: axes {a!r} and {b!r} both map to mesh axis {r!r} ({a!r} -> {mapping[a]}, {b!r} -> "
+        f"{mapping[b]}), but one value carries both; a value cannot be split twice over one mesh axis "
+        f"({hint})")
+
+
+def check(sizes: Mapping[str, int], mapping: Mapping[str, tuple[str, ...]], mesh: Any, where: str, *,
+          strict: bool = False, hint: str | None = None) -> dict[str, tuple[str, ...]]:
+    """Raise unless a value of named shape ``sizes`` can be laid out by ``mapping`` on ``mesh``; return the
+    mesh axes each of its names is split over.
+
+    Mesh axes must exist (:class:`MissingResourceError`; a rule naming one the mesh lacks is a mistake even
+    where a higher-ranked name would take its place), and each size must be divisible by its mesh axes'
+    total size (:class:`DivisibilityError`). ``mapping`` is ranked rules (:func:`resolve`): a name whose mesh
+    axes an earlier-ranked name of the value took is replicated. With ``strict`` it is the layout one call
+    asks for, and two of the value's names sharing a mesh axis are a :class:`ResourceConflictError` (``hint``
+    says what to do instead). Names ``mapping`` does not mention are replicated and need nothing.
 
     >>> import jax
     >>> mesh = jax.make_mesh((1,), ("data",))
-    >>> check({"batch": 4}, {"batch": ("data",)}, mesh, "example")
+    >>> check({"batch": 4, "embed": 2}, {"batch": ("data",), "embed": ("data",)}, mesh, "example")
+    {'batch': ('data',)}
     """
     msizes = mesh_sizes(mesh)
     for name in sizes:
@@ -259,20 +310,18 @@ def check(sizes: Mapping[str, int], mapping: Mapping[str, tuple[str, ...]], mesh
                 raise MissingResourceError(
                     f"{where}: axis {name!r} maps to mesh axis {a!r}, but the mesh has axes "
                     f"{_fmt_mesh(msizes)}")
-    c = conflict(sizes, mapping)
-    if c is not None:
-        a, b, r = c
-        raise ResourceConflictError(
-            f"{where}: axes {a!r} and {b!r} both map to mesh axis {r!r} ({a!r} -> {mapping[a]}, {b!r} -> "
-            f"{mapping[b]}), but one value carries both; a value cannot be split twice over one mesh axis "
-            "(map one of them elsewhere, or to None)")
-    for name, size in sizes.items():
-        axes = mapping.get(name, ())
+    if strict:
+        c = conflict(sizes, mapping)
+        if c is not None:
+            raise conflict_error(where, c, mapping, *(() if hint is None else (hint,)))
+    axes_of = resolve(sizes, mapping)
+    for name, axes in axes_of.items():
         total = math.prod(msizes[a] for a in axes)
-        if axes and size % total:
+        if sizes[name] % total:
             raise DivisibilityError(
-                f"{where}: axis {name!r} has size {size}, which is not divisible by the {total} devices of "
-                f"its mesh axes {axes} ({', '.join(f'{a}={msizes[a]}' for a in axes)})")
+                f"{where}: axis {name!r} has size {sizes[name]}, which is not divisible by the {total} "
+                f"devices of its mesh axes {axes} ({', '.join(f'{a}={msizes[a]}' for a in axes)})")
+    return axes_of
 
 
 def _fmt_mesh(msizes: Mapping[str, int]) -> str:
@@ -410,16 +459,21 @@ def _explicit_layout(operands: Any, labels: Any) -> tuple[Any, dict[Any, tuple[s
 
 def _by_name(mesh: Any, dims: Mapping[Any, tuple[str, ...]], out_labels: Any, out_names: Mapping[Any, str],
              mapping: Mapping[str, tuple[str, ...]]) -> NamedSharding:
-    """Each output name laid out by ``mapping``, any other output dim as it is in the operand it comes from
-    (Explicit mesh axes only, each used once)."""
+    """Each output name laid out by ``mapping`` (ranked rules, :func:`resolve`), any other output dim as it
+    is in the operand it comes from where its mesh axes are still free (Explicit mesh axes only, each used
+    once)."""
     explicit = {a for a, t in zip(mesh.axis_names, mesh.axis_types) if t == AxisType.Explicit}
-    used: set[str] = set()
+    named = [out_names[lab] for lab in out_labels if lab in out_names]
+    ruled = resolve(named, mapping)
+    used: set[str] = {a for axes in ruled.values() for a in axes}
     out = []
     for lab in out_labels:
         name = out_names.get(lab)
-        axes = mapping[name] if name is not None and name in mapping else dims.get(lab, ())
-        axes = tuple(a for a in axes if a in explicit and a not in used)
-        used.update(axes)
+        if name is not None and name in mapping:
+            axes = tuple(a for a in ruled.get(name, ()) if a in explicit)
+        else:
+            axes = tuple(a for a in dims.get(lab, ()) if a in explicit and a not in used)
+            used.update(axes)
         out.append(entry(axes))
     return NamedSharding(mesh, PartitionSpec(*out))
 
@@ -434,11 +488,18 @@ def contraction_sharding(operands: Any, labels: Any, out_labels: Any, out_names:
     operand it comes from; the contracted mesh axes are summed over (an all-reduce, or a reduce-scatter
     where the rules split an output name over them). ``labels`` label each operand's dims, ``out_labels``
     the output's, and ``out_names`` gives the axis name of the output labels that are named. None when no
-    operand is on Explicit axes or no contracted dim is split: JAX's own inference is then unambiguous.
+    operand is on Explicit axes, or no contracted dim is split and the output dims keep their operands'
+    layouts without splitting the result twice over one mesh axis: JAX's own inference is then unambiguous
+    and legal. (Under fully sharded rules a parameter splits ``embed`` over the mesh axis an activation
+    splits ``batch`` over; their product carries both, and the rules decide which keeps it.)
     """
     mesh, dims, split = _explicit_layout(operands, labels)
-    if mesh is None or not split - set(out_labels):
+    if mesh is None:
         return None
+    if not split - set(out_labels):
+        taken = [a for lab in out_labels for a in dims.get(lab, ())]
+        if len(taken) == len(set(taken)):
+            return None
     return _by_name(mesh, dims, out_labels, out_names, mapping)
 
 
@@ -463,14 +524,25 @@ def with_layout(f: Callable, sharding: NamedSharding | None) -> Callable:
     return jax.sharding.auto_axes(f, out_sharding=sharding, axes=explicit)
 
 
-def align_explicit_layouts(datas: list, names: list) -> list:
+def explicit_in_context() -> bool:
+    """Whether the mesh in context has Explicit axes (where each value's layout is part of its type)."""
+    m = _abstract_mesh()
+    return not m.empty and AxisType.Explicit in m.axis_types
+
+
+def align_explicit_layouts(datas: list, names: list,
+                           mapping: Mapping[str, tuple[str, ...]] | None = None) -> list:
     """Storages (``datas``, whose trailing dims are ``names``; None for a plain operand) laid out so that
     each name is split alike in all of them, where they carry Explicit shardings in their types.
 
     A vectorised map over a name (``nx.nmap``, the joins built on it) needs every operand's dim of that name
     split the same way, and on Explicit axes the split is part of each operand's type: an operand made on
     the spot (``nx.zeros``) is whole where another is split. The first operand that splits a name gives its
-    layout to the others.
+    layout to the others. Where two names would so share a mesh axis (under fully sharded rules a parameter
+    splits ``embed`` over the mesh axis an activation's ``batch`` is split over), the result, which carries
+    both, cannot be split twice over it: the name that ranks first in ``mapping`` (the rules in force; names
+    they do not map after them, by name) keeps it, and the other is gathered, as :func:`resolve` lays out a
+    value carrying both.
     """
     found = [(_explicit_dims(d) if n is not None else None) for d, n in zip(datas, names)]
     if not any(found):
@@ -483,12 +555,19 @@ def align_explicit_layouts(datas: list, names: list) -> list:
             for k, name in enumerate(n):
                 if f[1][p + k]:
                     chosen.setdefault(name, f[1][p + k])
+    if len({a for axes in chosen.values() for a in axes}) < sum(len(axes) for axes in chosen.values()):
+        rank = {n: i for i, n in enumerate(mapping or ())}
+        ranked = sorted(chosen, key=lambda n: (rank.get(n, len(rank)), n))  # unranked: by name, fixed
+        kept = resolve(chosen, {n: chosen[n] for n in ranked})
+        chosen = {n: kept.get(n, ()) for n in chosen}
     out = []
     for f, d, n in zip(found, datas, names):
         if n is not None and chosen:
             p = d.ndim - len(n)
             have = f[1] if f else ((),) * d.ndim
-            want = have[:p] + tuple(chosen.get(name, have[p + k]) for k, name in enumerate(n))
+            # a dim of size 1 is one the operand lacks, broadcast: it stays whole
+            want = have[:p] + tuple(have[p + k] if d.shape[p + k] == 1 else chosen.get(name, have[p + k])
+                                    for k, name in enumerate(n))
             if want != have:
                 d = jax.sharding.reshard(d, NamedSharding(mesh, PartitionSpec(*[entry(a) for a in want])))
         out.append(d)

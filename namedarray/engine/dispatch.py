@@ -168,6 +168,12 @@ def _elementwise_impl(static, *operands):
         join(operands, where)
     pad = pos if ranks_differ else None
     datas = [align(v, names, pos=pad) for v in operands]
+    if k and len(operands) > 1 and placement.explicit_in_context():
+        # On Explicit mesh axes jax joins the operands' layouts dim by dim, and two names split over one mesh
+        # axis in different operands (fully sharded rules: a parameter's `embed`, an activation's `batch`)
+        # would split the result twice over it: lay them out as the result's names rank first
+        datas = placement.align_explicit_layouts(
+            datas, [names if type(v) is NamedArray else None for v in operands], _env.current().mapping())
     try:
         out = fn(*datas, **dict(kwargs))
     except (TypeError, ValueError):
@@ -612,7 +618,7 @@ def _lift_impl(static, *dyn):
 
     datas = [v.data if type(v) is NamedArray else v for v in dyn]
     if any(isinstance(d, _Tracer) for d in datas):  # Explicit layouts live in traced types
-        datas = placement.align_explicit_layouts(datas, flags)
+        datas = placement.align_explicit_layouts(datas, flags, _env.current().mapping())
     out = vectorize(body, flags, names)(*datas)
     return jax.tree.map(lambda o: _out_leaf(o, names), out, is_leaf=is_named)
 

@@ -5,7 +5,9 @@ a layout matters; the user picks the parallel strategy with one mapping from tho
 ``with nx.axis_rules({"batch": "data", "heads": "model"}):``, and a mesh (``jax.set_mesh(mesh)``, the legacy
 ``with Mesh(...)``, or ``mesh=``). The model never mentions hardware, and results never depend on the
 mapping. A value is laid out by its names alone (:mod:`namedarray.core.placement`): each named axis is split
-over the mesh axes its name maps to, and everything else is replicated.
+over the mesh axes its name maps to, and everything else is replicated. The rules are ranked by their order:
+where two names of one value map to one mesh axis, the first keeps it and the other is replicated in that
+value, so ``{"batch": "data", "embed": "data"}`` is fully sharded data parallelism.
 
 * Inside ``jit``, ``.shard()`` is a sharding constraint (``with_sharding_constraint`` on Auto mesh axes,
   ``jax.sharding.reshard`` on Explicit ones); outside, it places the data (``device_put``).
@@ -85,16 +87,32 @@ def _no_mesh(where: str, names: Sequence[str], mapping: Mapping[str, tuple[str, 
     return MissingResourceError(f"{where}: the rules map {mapped}, but {_NO_MESH}")
 
 
-def _spec(x: NamedArray, names: tuple[str, ...], ndim: int, mapping, mesh, where: str) -> PartitionSpec:
-    placement.check(named_sizes(x), mapping, mesh, where)
-    return placement.storage_spec(ndim, names, mapping.get)
+# A mapping given to the call itself (x.shard(resources), nx.shard, nx.sharding, nx.from_process_local) says
+# where each name of the values it lays out goes, as a PartitionSpec would: two names of one value on one mesh
+# axis are asked for at once, which is an error, as jax's P("data", "data") is. The rules in force are ranked
+# instead (placement.resolve): the first of the two in rule order keeps the mesh axis.
+_STRICT_HINT = ("map one of them elsewhere or to None; under nx.axis_rules instead, the first of the two in "
+                "rule order would be split over it and the other replicated")
+
+
+def _axes(x: NamedArray, mapping, mesh, where: str, strict: bool) -> dict[str, tuple[str, ...]]:
+    """The mesh axes each name of ``x`` is split over (checked: mesh axes, divisibility, and with ``strict``
+    no two names on one mesh axis)."""
+    return placement.check(named_sizes(x), mapping, mesh, where, strict=strict,
+                           hint=_STRICT_HINT if strict else None)
+
+
+def _spec(x: NamedArray, names: tuple[str, ...], ndim: int, mapping, mesh, where: str,
+          strict: bool = False) -> PartitionSpec:
+    return placement.storage_spec(ndim, names, _axes(x, mapping, mesh, where, strict).get)
 
 
 # --------------------------------------------------------------------------------------------------------
 # shard
 
 
-def _shard_one(x: NamedArray, mapping: Mapping[str, tuple[str, ...]], mesh: Any, where: str) -> NamedArray:
+def _shard_one(x: NamedArray, mapping: Mapping[str, tuple[str, ...]], mesh: Any, where: str,
+               strict: bool = False) -> NamedArray:
     seen = context.record("laid out values")
     if seen is not None:
         seen.append(x)
@@ -103,7 +121,8 @@ def _shard_one(x: NamedArray, mapping: Mapping[str, tuple[str, ...]], mesh: Any,
             raise _no_mesh(where, x.names, mapping)
         return x
     d = x.data
-    spec = _spec(x, x.names, d.ndim, mapping, mesh, where)
+    axes_of = _axes(x, mapping, mesh, where, strict)
+    spec = placement.storage_spec(d.ndim, x.names, axes_of.get)
     if isinstance(d, jax.ShapeDtypeStruct):
         return _make(jax.ShapeDtypeStruct(d.shape, d.dtype, sharding=NamedSharding(mesh, spec),
                                           weak_type=d.weak_type), x.names)
@@ -113,7 +132,7 @@ def _shard_one(x: NamedArray, mapping: Mapping[str, tuple[str, ...]], mesh: Any,
                                        "use_abstract_mesh), which cannot place data; use jax.set_mesh(mesh)")
         return _make(placement.constrain(d, spec, mesh), x.names)
     # a value this trace already laid out so stays as it is: no constraint (see placement.layouts_known)
-    key = placement.layout_key(mesh, x.names, mapping.get)
+    key = placement.layout_key(mesh, x.names, axes_of.get)
     if placement.known_layout(d) == key:
         out = d
     else:
@@ -157,8 +176,13 @@ def shard(tree: T, resources: Mapping[str, Any] | None = None, *, mesh: Any = No
     ``jax.set_mesh``'s, else the legacy ``with Mesh(...)``'s. With no mesh, a value none of whose names is
     mapped is returned as it is (so model code runs unchanged on one device); a mapped one is an error.
 
+    Two names of one value mapped to one mesh axis: under the rules in force the first of them in rule
+    order is split over it and the other replicated (see ``nx.axis_rules``: fully sharded data parallelism
+    by name); in a ``resources`` given here, which says where each name goes, it is an error.
+
     Errors (raised before any data moves): a mesh axis the mesh lacks, two names of one value on one mesh
-    axis, a size its mesh axes do not divide, a mesh axis twice in one name's tuple, rules with no mesh.
+    axis in ``resources``, a size its mesh axes do not divide, a mesh axis twice in one name's tuple, rules
+    with no mesh.
 
     >>> import jax, jax.numpy as jnp, namedarray as nx
     >>> mesh = jax.make_mesh((1,), ("data",), axis_types=(jax.sharding.AxisType.Auto,))
@@ -169,13 +193,14 @@ def shard(tree: T, resources: Mapping[str, Any] | None = None, *, mesh: Any = No
     sync_with_job()
     mapping = active_mapping(resources, "nx.shard")
     m = _mesh(mesh)
+    strict = resources is not None
     if is_named(tree):
-        return _shard_one(tree, mapping, m, "nx.shard")
+        return _shard_one(tree, mapping, m, "nx.shard", strict)
 
     def one(path, v):
         if not is_named(v):
             return v
-        return _shard_one(v, mapping, m, f"nx.shard at {keystr(path)}" if path else "nx.shard")
+        return _shard_one(v, mapping, m, f"nx.shard at {keystr(path)}" if path else "nx.shard", strict)
 
     return jax.tree_util.tree_map_with_path(one, tree, is_leaf=is_named)
 
@@ -189,7 +214,8 @@ def shard_method(self: NamedArray, resources: Mapping[str, Any] | None = None, *
     >>> x.shard() is x   # no mesh and no rules: nothing to do
     True
     """
-    return _shard_one(self, active_mapping(resources, "x.shard()"), _mesh(mesh, "x.shard()"), "x.shard()")
+    return _shard_one(self, active_mapping(resources, "x.shard()"), _mesh(mesh, "x.shard()"), "x.shard()",
+                      strict=resources is not None)
 
 
 # --------------------------------------------------------------------------------------------------------
@@ -221,7 +247,8 @@ def sharding(tree: Any, resources: Mapping[str, Any] | None = None, *, mesh: Any
         if not is_named(v):
             return replicated
         where = f"nx.sharding at {keystr(path)}" if path else "nx.sharding"
-        return NamedSharding(m, _spec(v, canonical(v.names), v.data.ndim, mapping, m, where))
+        return NamedSharding(m, _spec(v, canonical(v.names), v.data.ndim, mapping, m, where,
+                                      strict=resources is not None))
 
     return jax.tree_util.tree_map_with_path(one, tree, is_leaf=is_named)
 
@@ -271,7 +298,8 @@ def jit(fun: Callable | None = None, *, resources: Mapping[str, Any] | None = No
     2. the function body: an output that is the result of a ``.shard()`` / ``nx.shard`` in the body keeps
        the layout that call stated (its ``resources``, or the rules in force there), as ``jax.jit`` keeps a
        ``with_sharding_constraint``;
-    3. the rules: each named axis split over the mesh axes its name maps to;
+    3. the rules: each named axis split over the mesh axes its name maps to (ranked by rule order where
+       two names of one value map to one mesh axis: see ``nx.axis_rules``);
     4. replicated: names no rule maps.
 
     Arguments are placed by the rules (3, 4) unless ``in_shardings=`` says otherwise: a body that states
@@ -303,10 +331,11 @@ def _layouts(leaves: Sequence[Any], mesh: Any) -> list:
         if not is_named(v):
             out.append(None)
             continue
-        spec = placement.storage_spec(v.data.ndim, canonical(v.names), mapping.get)
+        spec = placement.storage_spec(v.data.ndim, canonical(v.names),
+                                      placement.resolve(v.names, mapping).get)
         try:
             out.append(NamedSharding(mesh, spec))
-        # a mesh axis used twice raises jax's DuplicateSpecError, which is no ValueError
+        # a mesh axis the mesh lacks, or a jax error of its own (DuplicateSpecError is no ValueError)
         except Exception:  # noqa: BLE001
             out.append(False)
     return out
@@ -531,7 +560,8 @@ def _lay_out(tree: Any, mapping, mesh, what: str, canonical_order: bool = False,
             v = _make(d, names)
         out = _shard_one(v, m, mesh, where)
         if layouts is not None and mesh is not None:
-            layouts[keystr(path)] = placement.storage_spec(v.data.ndim, v.names, m.get)
+            layouts[keystr(path)] = placement.storage_spec(v.data.ndim, v.names,
+                                                           placement.resolve(v.names, m).get)
         return out
 
     return jax.tree_util.tree_map_with_path(one, tree, is_leaf=is_named)
@@ -557,7 +587,8 @@ def _place_tree(tree: Any, mapping, mesh, what: str, donate: bool, abstract: boo
 
 
 def _target(names, shape, ndim, mapping, mesh, where, v) -> NamedSharding:
-    key = (names, shape, mesh, tuple(sorted((n, mapping[n]) for n in names if n in mapping)))
+    # the rules of these names in rank order: their order decides which keeps a mesh axis two of them share
+    key = (names, shape, mesh, tuple((n, a) for n, a in mapping.items() if n in names))
     got = _TARGETS.get(key)
     if got is None:
         got = NamedSharding(mesh, _spec(v, names, ndim, mapping, mesh, where))
@@ -565,8 +596,8 @@ def _target(names, shape, ndim, mapping, mesh, where, v) -> NamedSharding:
     return got
 
 
-# (names, shape, mesh, the mapping of those names) -> the checked NamedSharding: what a training loop asks for
-# on every step, built once
+# (names, shape, mesh, the ranked rules of those names) -> the checked NamedSharding: what a training loop
+# asks for on every step, built once
 _TARGETS: caches.LRU[tuple, NamedSharding] = caches.LRU("sharding targets", 4096)
 
 
@@ -606,19 +637,22 @@ def from_process_local(x_local: NamedArray, resources: Mapping[str, Any] | None 
     # agree on: blocks built in different orders on different processes still meet axis by axis.
     d, names = canonical_storage(x_local)
     msizes = placement.mesh_sizes(m)
-    placement.check({n: 0 for n in names}, mapping, m, where)  # mesh axes and conflicts; sizes below
-    spec = placement.storage_spec(d.ndim, names, mapping.get)
+    strict = resources is not None
+    # mesh axes and conflicts (sizes below, once the global ones are known)
+    axes_of = placement.check({n: 0 for n in names}, mapping, m, where, strict=strict,
+                              hint=_STRICT_HINT if strict else None)
+    spec = placement.storage_spec(d.ndim, names, axes_of.get)
     target = NamedSharding(m, spec)
     local = np.asarray(d)
     try:
         out = jax.make_array_from_process_local_data(target, local)
     except ValueError as e:
         sizes = dict(zip(names, local.shape[local.ndim - len(names):]))
-        detail = "; ".join(f"{n!r}: local size {sizes[n]} over {mapping[n]} "
-                           f"({'x'.join(str(msizes[a]) for a in mapping[n])} devices)"
-                           for n in names if mapping.get(n))
+        detail = "; ".join(f"{n!r}: local size {sizes[n]} over {axes_of[n]} "
+                           f"({'x'.join(str(msizes[a]) for a in axes_of[n])} devices)"
+                           for n in names if axes_of.get(n))
         raise DivisibilityError(f"{where}: this process's block cannot be laid out by its names ({detail}): "
                                 f"{e}") from None
     result = _make(out, names)
-    placement.check(named_sizes(result), mapping, m, where)
+    placement.check(named_sizes(result), axes_of, m, where)
     return result

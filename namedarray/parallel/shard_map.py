@@ -162,7 +162,12 @@ def _split_arguments(args: tuple, mapping: Mapping[str, tuple[str, ...]], mesh: 
         label = f"argument {keystr(path)}" if path else "the argument"
         where = f"{_WHERE} {label}"
         own = named_sizes(v)
-        placement.check(own, mapping, mesh, where)
+        # strict even under ranked rules: a name's blocks are one size in every value of the body, so no
+        # value can keep whole a name that another splits
+        placement.check(own, mapping, mesh, where, strict=True,
+                        hint="nx.shard_map splits a name alike in every value, so it cannot leave one of "
+                             "them whole in this value as the rules in force would; map one of them "
+                             "elsewhere or to None for this call (resources=)")
         for n, s in own.items():
             if sizes.setdefault(n, s) != s:
                 raise AxisSizeError(f"{_WHERE}: axis {n!r} has size {sizes[n]} in {origin[n]} but size {s} "
