@@ -46,7 +46,7 @@ from ..errors import (
 )
 from . import caches, kernels, orders
 from .context import record as _record
-from .orders import canonical, order_key
+from .orders import canonical, check_job, order_key
 from .shape import NamedShape, check_names
 
 __all__ = ["NamedArray", "is_named", "tree_map", "tree_leaves", "as_storage", "from_storage"]
@@ -468,6 +468,7 @@ def canonical_storage(x: NamedArray) -> tuple[Any, tuple[str, ...]]:
     names = x.names
     if len(names) < 2:
         return x.data, names
+    check_job()  # before the cached permutation: joining a job may change an order given before it
     d = x.data
     if not hasattr(d, "ndim"):  # JAX unflattens a structure with placeholders (object(), None, 0) and
         return _placeholder(d, names)  # flattens it again

@@ -27,10 +27,23 @@ This module holds that order, and the rule for it is:
 
 The table only grows while a program runs: an order given out is part of the meaning of every treedef and
 flattened leaf list made since, so it never changes under them. It holds at most :data:`MAX_ORDERS` sets
-besides the ones the program fixes; a set met after that flattens in sorted order (in a job, in the job's
-order), which every later flatten of it repeats, so no order ever changes. ``nx.reset_canonical_orders()``
-forgets the table for a fresh start (test set-up): values keep their meaning (they hold their names), but a
-treedef or leaf list kept from before must not be combined with one made after.
+besides the ones the program fixes; a set met after that flattens in sorted order, which every later flatten
+of it repeats, and a fixed-size filter remembers that it did, so fixing such a set to another order is an
+error, never a second order. In a job the bound is the job's: the service holds at most
+:data:`MAX_ORDERS` order keys (plus two counters), whatever the processes create; once they are spent,
+a set the job has no key for flattens in sorted order on every process, and fixing one to another order
+is an error (another process may already have flattened it sorted). ``nx.reset_canonical_orders()``
+forgets the table for a fresh start (test set-up): values keep their meaning (they hold their names), but
+a treedef or leaf list kept from before must not be combined with one made after.
+
+Why a table with history rather than an order carried by each value (Penzai's and Haliax's way, where
+equal named shapes in two orders are two pytree structures): the table keeps every flatten of a set alike,
+so ``jax.tree.map``, ``lax.cond`` and ``scan`` over values built in different orders work as they do on
+positional arrays, and the first-flattened order costs nothing against positional code (a sorted rule
+costs 4-10% of a GPT step, see README "Speed"). What history costs is agreement, and every path on which
+an order meets another process goes through it: a flatten checks, in one attribute read, whether the
+process joined a job since it last agreed (so orders given before ``jax.distributed.initialize`` are
+agreed even when only plain ``jax.jit`` runs after it); what leaves the job carries its order itself.
 ``nx.fix_canonical_order`` gives sets an order before anything flattens them.
 
 >>> import namedarray as nx, jax, jax.numpy as jnp
@@ -41,15 +54,22 @@ treedef or leaf list kept from before must not be combined with one made after.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import threading
+import time
 from collections.abc import Iterable
 
 from ..errors import AxisSpecError, NamedAxisError, wrong_type
 from .shape import check_names
 
-__all__ = ["MAX_ORDERS", "canonical", "canonical_order", "fix_canonical_order", "reset_canonical_orders",
-           "sync_with_job", "job_client", "order_key", "parse_order_key", "size"]
+try:
+    from jax._src import distributed as _distributed
+except ImportError:  # a jax without it: every process of a job must then fix its orders alike
+    _distributed = None
+
+__all__ = ["MAX_ORDERS", "canonical", "canonical_order", "check_job", "fix_canonical_order",
+           "reset_canonical_orders", "sync_with_job", "job_client", "order_key", "parse_order_key", "size"]
 
 MAX_ORDERS = 65_536
 
@@ -65,6 +85,35 @@ _FIXED: set[frozenset] = set()
 _SYNCED: int | None = None
 
 
+class _Seen:
+    """A fixed-size Bloom filter of name sets: never forgets a set it was given, sometimes claims one it
+    was not (then a fix is refused that could have been kept: an error, never a second order). 2**20 bits
+    (128 KiB) and 3 probes answer wrongly about 1 set in 30 after a million sets past the bound."""
+
+    BITS = 1 << 20
+
+    def __init__(self) -> None:
+        self._bits = bytearray(self.BITS // 8)
+
+    def _probes(self, key: frozenset):
+        digest = hashlib.blake2b(json.dumps(sorted(key)).encode(), digest_size=12).digest()
+        return [int.from_bytes(digest[i:i + 4], "little") % self.BITS for i in (0, 4, 8)]
+
+    def add(self, key: frozenset) -> None:
+        for b in self._probes(key):
+            self._bits[b >> 3] |= 1 << (b & 7)
+
+    def __contains__(self, key: frozenset) -> bool:
+        return all(self._bits[b >> 3] >> (b & 7) & 1 for b in self._probes(key))
+
+    def clear(self) -> None:
+        self._bits = bytearray(self.BITS // 8)
+
+
+# the sets that flattened sorted past MAX_ORDERS in this process (bounded, see _Seen)
+_OVERFLOW = _Seen()
+
+
 def canonical(names: Iterable[str]) -> tuple[str, ...]:
     """The boundary order of a set of names: what flattening a NamedArray with exactly these names gives.
 
@@ -72,22 +121,39 @@ def canonical(names: Iterable[str]) -> tuple[str, ...]:
     (('seq_doc', 'batch_doc'), ('seq_doc', 'batch_doc'))
     """
     names = tuple(names)
+    check_job()
     order = _ORDERS.get(frozenset(names))
     return order if order is not None else _first(names)
 
 
+def check_job() -> None:
+    """Agree with the job if this process joined one since it last did: one attribute read otherwise.
+
+    Every flatten calls this, so an order given before ``jax.distributed.initialize`` is agreed before any
+    value of the job is laid out in it, whichever path lays it out (plain ``jax.jit`` included)."""
+    if _distributed is not None:
+        client = _distributed.global_state.client
+        if client is not None and id(client) != _SYNCED:
+            sync_with_job()
+
+
 def _first(names: tuple[str, ...]) -> tuple[str, ...]:
     key = frozenset(names)
-    sync_with_job()
     with _LOCK:
         order = _ORDERS.get(key)
         if order is not None:
             return order
-        full = len(_ORDERS) >= MAX_ORDERS
-        order = _job_order(tuple(sorted(names)) if full else names, fixing=False)
-        if not full:
-            _ORDERS[key] = order
-        return order
+        if job_client() is not None:
+            order = _job_order(names, fixing=False)
+            if order is not _UNKEYED:
+                _ORDERS[key] = order
+                return order
+            return tuple(sorted(names))
+        if len(_ORDERS) >= MAX_ORDERS:
+            _OVERFLOW.add(key)  # flattens sorted from now on: a later fix to another order must fail
+            return tuple(sorted(names))
+        _ORDERS[key] = names
+        return names
 
 
 def canonical_order(names: Iterable[str]) -> tuple[str, ...] | None:
@@ -126,7 +192,18 @@ def fix_canonical_order(*orders: Iterable[str]) -> None:
         with _LOCK:
             got = _ORDERS.get(key)
             if got is None:
-                got = _job_order(order, fixing=True)
+                got = _job_order(order, fixing=True) if job_client() is not None else order
+                if got is _UNKEYED or (job_client() is None and key in _OVERFLOW):
+                    # past the bound a set without a recorded order flattens sorted, maybe already
+                    got = tuple(sorted(order))
+                    if got != order:
+                        raise AxisSpecError(
+                            f"{where}: the names {sorted(order)} may already flatten in the sorted order "
+                            f"{got}: more than MAX_ORDERS = {MAX_ORDERS} name sets got an order "
+                            + ("in this job" if job_client() is not None else "in this process")
+                            + ", and sets met since flatten sorted; fix orders before the program makes "
+                            "that many sets (names built per call, e.g. f-strings with a counter, are the "
+                            "usual cause)")
                 _ORDERS[key] = got  # a set the program names: recorded even past MAX_ORDERS
                 _FIXED.add(key)
         if got != order:
@@ -150,6 +227,7 @@ def reset_canonical_orders() -> None:
     with _LOCK:
         _ORDERS.clear()
         _FIXED.clear()
+        _OVERFLOW.clear()
         _SYNCED = None
     for clear in _ON_RESET:
         clear()
@@ -184,79 +262,132 @@ def _name_set(names: Iterable[str], where: str, what: str = "names",
 def job_client():
     """The coordination service client of a ``jax.distributed`` job of several processes, else None (what
     the processes of a job agree through: boundary orders here, ``nx.plan_sharding``'s ranking)."""
-    try:
-        from jax._src import distributed
-    except ImportError:  # a jax without it: every process of a job must then fix its orders alike
+    if _distributed is None:
         return None
-    state = distributed.global_state
+    state = _distributed.global_state
     if state.client is None or (state.num_processes or 1) < 2:
         return None
     return state.client
 
 
-_TIMEOUT_MS = 60_000
+# how long a process waits for the service or for another process's publication before it says so
+_TIMEOUT_MS = 30_000
 
 
 def sync_with_job() -> None:
     """Agree with the job on the orders this process gave before it joined one (``jax.distributed``).
 
     A process can give orders before ``jax.distributed.initialize``: ``nx.fix_canonical_order`` at import
-    time, or a flatten of abstract values (``jax.eval_shape``). The first time this process asks in a job
-    (a new set flattens, ``nx.jit``, ``nx.shard``, ``nx.from_process_local``), it publishes those orders and
-    adopts the job's where another process published first; nothing concrete can have flattened before the
-    job started, so no value was laid out in the order it gives up. A *fixed* order the job holds otherwise
-    is an :class:`~namedarray.errors.AxisSpecError` naming both orders.
+    time, or a flatten of abstract values (``jax.eval_shape``). The first flatten after it joins (any
+    flatten: :func:`check_job`), and ``nx.jit``, ``nx.shard``, ``nx.from_process_local``, publish those
+    orders and adopt the job's where another process published first; nothing concrete can have flattened
+    before the job started, so no value was laid out in the order it gives up. A *fixed* order the job holds
+    otherwise is an :class:`~namedarray.errors.AxisSpecError` naming both orders.
     """
     global _SYNCED
-    client = job_client()
-    if client is None or id(client) == _SYNCED:
+    if _distributed is None or _distributed.global_state.client is None:
+        return
+    client = _distributed.global_state.client
+    if id(client) == _SYNCED:
         return
     changed = False
     with _LOCK:
         if id(client) == _SYNCED:
             return
-        for key in sorted(_ORDERS, key=sorted):  # every process publishes in the same order
-            order = _ORDERS[key]
-            got = _job_order(order, fixing=key in _FIXED)
-            if got == order:
-                continue
-            if key in _FIXED:
-                raise AxisSpecError(
-                    f"nx.fix_canonical_order: this process fixed the names {sorted(order)} to the order "
-                    f"{order} before joining the job, and another process of the job uses {got}")
-            _ORDERS[key] = got
-            changed = True
+        if job_client() is not None:
+            for key in sorted(_ORDERS, key=sorted):  # every process publishes in the same order
+                order = _ORDERS[key]
+                got = _job_order(order, fixing=key in _FIXED)
+                if got is _UNKEYED:  # the job's keys are spent: the set flattens sorted in every process
+                    got = tuple(sorted(order))
+                if got == order:
+                    continue
+                if key in _FIXED:
+                    raise AxisSpecError(
+                        f"nx.fix_canonical_order: this process fixed the names {sorted(order)} to the order "
+                        f"{order} before joining the job, and another process of the job uses {got}")
+                _ORDERS[key] = got
+                changed = True
         _SYNCED = id(client)
     if changed:
         for clear in _ON_RESET:
             clear()
 
 
+# _job_order's answer for a set the job holds no key for once its MAX_ORDERS keys are spent
+_UNKEYED = ("<sorted: no key>",)
+_COUNT, _DONE = "namedarray/orders_count", "namedarray/orders_done"
+# (job client id, bound) once this process saw the job's keys spent and every allowed write landed
+_FULL: tuple[int, int] | None = None
+
 
 def _job_order(order: tuple[str, ...], fixing: bool) -> tuple[str, ...]:
-    """``order``, published as the job's order of its set, or the order another process published first.
+    """``order``, published as the job's order of its set, or the order another process published first,
+    or :data:`_UNKEYED` when the job's :data:`MAX_ORDERS` keys are spent and none names this set.
 
     Publishing is a write that fails when the key exists (first writer wins, atomically at the service), so
     no process waits for another to reach any point of the program: each asks only when it meets the set.
+    The bound is kept by a counter every writer increments before it writes (and a second one after): a
+    process that finds the count past the bound waits until every write the count allowed has landed, then
+    reads; after that no process writes a new order, so a set without a key is sorted everywhere.
     """
     client = job_client()
     if client is None:
         return order
+    where = "nx.fix_canonical_order" if fixing else "flattening a NamedArray"
     key = "namedarray/orders/" + json.dumps(sorted(order))
-    value = json.dumps(list(order))
-    try:
-        client.key_value_set(key, value)
-        return order
-    except Exception as e:  # the key exists: another process was first (the error type is the runtime's)
-        try:
-            got = client.blocking_key_value_get(key, _TIMEOUT_MS)
-        except Exception:
-            where = "nx.fix_canonical_order" if fixing else "flattening a NamedArray"
-            raise NamedAxisError(
-                f"{where}: could not agree on the "
-                f"boundary order of the names {sorted(order)} with the other processes of this job through "
-                f"the coordination service ({e})") from None
+
+    def fail(why) -> NamedAxisError:
+        return NamedAxisError(
+            f"{where}: could not agree on the boundary order of the names {sorted(order)} with the other "
+            f"processes of this job through the coordination service ({why})")
+
+    global _FULL
+    got = _try_get(client, key)
+    if got is not None:
         return tuple(json.loads(got))
+    if _FULL == (id(client), MAX_ORDERS):  # spent, and every allowed write landed: nothing more can come
+        return _UNKEYED
+    try:
+        allowed = client.key_value_increment(_COUNT, 1) <= MAX_ORDERS
+    except Exception as e:  # the error types are the runtime's
+        raise fail(e) from None
+    if allowed:
+        try:
+            try:
+                client.key_value_set(key, json.dumps(list(order)))
+                return order
+            except Exception as e:  # the key exists: another process was first
+                try:
+                    return tuple(json.loads(client.blocking_key_value_get(key, _TIMEOUT_MS)))
+                except Exception:
+                    raise fail(e) from None
+        finally:
+            client.key_value_increment(_DONE, 1)
+    deadline = time.monotonic() + _TIMEOUT_MS / 1000
+    while client.key_value_increment(_DONE, 0) < MAX_ORDERS:  # writes the count allowed, still landing
+        if time.monotonic() > deadline:
+            raise fail(f"a process allowed to publish an order did not finish within {_TIMEOUT_MS // 1000} s")
+        time.sleep(0.01)
+    _FULL = (id(client), MAX_ORDERS)
+    got = _try_get(client, key)
+    return tuple(json.loads(got)) if got is not None else _UNKEYED
+
+
+def _try_get(client, key: str) -> str | None:
+    try:
+        return client.key_value_try_get(key)
+    except Exception:  # not found (the runtime's error type)
+        return None
+
+
+def job_keys() -> int:
+    """How many boundary orders the job's coordination service holds (0 outside a job): at most
+    :data:`MAX_ORDERS`, plus the two counters that keep that bound."""
+    client = job_client()
+    if client is None:
+        return 0
+    return len(client.key_value_dir_get("namedarray/orders/"))
 
 
 # --------------------------------------------------------------------------------------------------------
