@@ -20,7 +20,7 @@ What a row records, per device:
   count (``known_trip_count``, which ``scan`` and ``fori_loop`` give), else once;
 * ``flops``: ``compiled.cost_analysis()["flops"]`` where the backend gives it (None otherwise);
 * ``compile_s``: the seconds lowering and compiling took; ``time_s``: with ``measure=True``, the median
-  of a few calls after one warm-up call.
+  of a few calls after one warm-up call, in rounds that call every candidate once.
 
 **Enumeration** (``candidates=None``). The names are those of the arguments' NamedArrays; the mesh axis
 groups are every non-empty set of mesh axes of size above 1, written in the mesh's order (major to minor; a
@@ -53,10 +53,12 @@ bandwidth), and weight 2 for an all-reduce (a ring all-reduce moves its buffer t
 an all-gather), 1 for the other kinds. Pass ``cost_model=CostModel(...)`` to change them. Ties go to fewer
 bytes per device, then fewer mapped names, then the sorted text of the rules; rejected rows follow in the
 order they were given. The order is a function of the candidates and what XLA reports, so every process
-of a multi-process job computes the same plan; with ``jax.process_count() > 1`` the processes also check
-through the coordination service that they agree (measured times differ between processes, so the first
-process's order is the job's). :meth:`Plan.rerank` ranks the same rows again under another memory limit
-or cost model without compiling anything.
+of a multi-process job computes the same plan without asking the others. Measuring is a job-wide call
+(``parallel/agree.py``): the processes meet by a fingerprint of what they plan, never by how many plans
+each made, so a process planning another step is an error on both at once, not a wait or another step's
+ranking; the candidates are then timed in interleaved rounds, and the first process's order is the job's
+(measured times differ between processes). :meth:`Plan.rerank` ranks the same rows again under another
+memory limit or cost model without compiling anything.
 
 Each candidate is compiled under exactly its rules (``nx.axis_rules`` blocks around the call do not add
 to them), so a row's ``rules`` are all a user passes to ``nx.axis_rules`` to get its numbers. The step's
@@ -73,6 +75,7 @@ arguments are its dynamic ones: close over static values (a config) with ``funct
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import dataclasses
 import hashlib
 import heapq
@@ -94,7 +97,6 @@ from ..core import context, placement
 from ..core import env as _env
 from ..core.array import is_named
 from ..core.layout import named_sizes
-from ..core.orders import job_client
 from ..errors import (
     AxisSpecError,
     DivisibilityError,
@@ -103,7 +105,7 @@ from ..errors import (
     ResourceConflictError,
     wrong_type,
 )
-from . import distribute
+from . import agree, distribute
 
 __all__ = ["plan_sharding", "Plan", "PlanRow", "CostModel", "candidate_rules", "hlo_collectives",
            "KINDS", "MAX_CANDIDATES", "MAX_VISITED"]
@@ -738,10 +740,8 @@ def _compile(lowered: Any) -> tuple[Any, float]:
         return e, time.perf_counter() - t0
 
 
-def _read(rules: dict[str, Any], jitted: Any, compiled: Any, compile_s: float, m: Any, cost_model: CostModel,
-          measure: tuple | None) -> PlanRow:
-    """The row of a compiled candidate: XLA's memory and cost analyses, the collectives of its HLO, and
-    with ``measure`` (the concrete arguments) the median time of a few calls."""
+def _read(rules: dict[str, Any], compiled: Any, compile_s: float, m: Any, cost_model: CostModel) -> PlanRow:
+    """The row of a compiled candidate: XLA's memory and cost analyses and the collectives of its HLO."""
     if isinstance(compiled, BaseException):
         return _failed(rules, _reject_reason(compiled), compile_s)
     mem = compiled.memory_analysis()
@@ -757,18 +757,6 @@ def _read(rules: dict[str, Any], jitted: Any, compiled: Any, compile_s: float, m
     coll = {k: 0 for k in KINDS}
     for kind, _, nbytes in found:
         coll[kind] += nbytes
-    time_s = None
-    if measure:  # the compiled program itself, on the arguments laid out as it expects
-        with jax.set_mesh(m), _env.exact_rules(rules):
-            run_args, run_kwargs = jitted._placed(_concrete(measure[0]), _concrete(measure[1]),
-                                                  abstract=False)
-            jax.block_until_ready(compiled(*run_args, **run_kwargs))
-            times = []
-            for _ in range(_CALLS_TIMED):
-                t = time.perf_counter()
-                jax.block_until_ready(compiled(*run_args, **run_kwargs))
-                times.append(time.perf_counter() - t)
-        time_s = statistics.median(times)
     return PlanRow(rules=dict(rules), ok=True, reason=None,
                    argument_bytes=int(getattr(mem, "argument_size_in_bytes", 0)),
                    output_bytes=int(getattr(mem, "output_size_in_bytes", 0)),
@@ -776,7 +764,7 @@ def _read(rules: dict[str, Any], jitted: Any, compiled: Any, compile_s: float, m
                    alias_bytes=int(getattr(mem, "alias_size_in_bytes", 0)),
                    collective_bytes=coll, flops=flops,
                    cost=cost_model(flops=flops, collective_bytes=coll), compile_s=compile_s,
-                   time_s=time_s, collectives=tuple(found))
+                   time_s=None, collectives=tuple(found))
 
 
 def _limited(row: PlanRow, memory_limit: int | None) -> PlanRow:
@@ -797,29 +785,53 @@ def _order(rows: list[PlanRow], measured: bool) -> list[PlanRow]:
     return [r for _, r in sorted(enumerate(rows), key=key)]
 
 
-_PLANS = itertools.count()
 _TRACES = itertools.count()
 
 
-def _agree_with_job(rows: list[PlanRow]) -> list[PlanRow]:
-    """In a job of several processes: check that every process planned the same candidates and take the
-    first process's order (measured times differ between processes)."""
-    client = job_client()
-    if client is None:
+def _measured(rows: list[PlanRow], programs: dict[int, tuple[Any, Any]], args: tuple, kwargs: dict,
+              m: Any) -> list[PlanRow]:
+    """``rows`` with ``time_s``: the median of :data:`_CALLS_TIMED` calls of each accepted row's compiled
+    program, after one warm-up call each, in interleaved rounds (one call of every candidate per round), so
+    a machine that slows down or speeds up during the plan weighs on every candidate alike."""
+    placed = {}
+    for i, row in enumerate(rows):
+        if not row.ok or i not in programs:
+            continue
+        jitted, compiled = programs[i]
+        with jax.set_mesh(m), _env.exact_rules(row.rules):
+            run_args, run_kwargs = jitted._placed(_concrete(args), _concrete(kwargs), abstract=False)
+            jax.block_until_ready(compiled(*run_args, **run_kwargs))
+        placed[i] = (compiled, run_args, run_kwargs)
+    times: dict[int, list[float]] = {i: [] for i in placed}
+    with jax.set_mesh(m):
+        for _ in range(_CALLS_TIMED):
+            for i, (compiled, run_args, run_kwargs) in placed.items():
+                t = time.perf_counter()
+                jax.block_until_ready(compiled(*run_args, **run_kwargs))
+                times[i].append(time.perf_counter() - t)
+    return [dataclasses.replace(row, time_s=statistics.median(times[i])) if i in times else row
+            for i, row in enumerate(rows)]
+
+
+def _fingerprint(rows: list[PlanRow], measure: bool, memory_limit: int | None, cost_model: CostModel) -> str:
+    """What a plan computes, the same on every process that plans the same step on the same arguments: its
+    candidates and what XLA reported for each (a plan is paired with the other processes' by this, never by
+    how many plans each process made)."""
+    text = json.dumps([measure, memory_limit, repr(cost_model)] + [
+        [json.dumps(_key(r.rules)), r.ok, r.flops, sorted(r.collective_bytes.items()), r.argument_bytes,
+         r.output_bytes, r.temp_bytes] for r in rows], default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+def _agree_on_times(call: agree.Call, rows: list[PlanRow], what: str) -> list[PlanRow]:
+    """In a job: the first process's measured order is the job's (times differ between processes)."""
+    if call.client is None:
         return rows
-    n = next(_PLANS)
-    cands = hashlib.sha256(json.dumps(sorted(json.dumps(_key(r.rules)) for r in rows)).encode()).hexdigest()
     order = json.dumps([json.dumps(_key(r.rules)) for r in rows])
-    me = jax.process_index()
-    client.key_value_set(f"namedarray/plan/{n}/candidates/{me}", cands)
-    if me == 0:
-        client.key_value_set(f"namedarray/plan/{n}/order", order)
+    if jax.process_index() == 0:
+        call.publish("order", order)
         return rows
-    first = client.blocking_key_value_get(f"namedarray/plan/{n}/candidates/0", 60_000)
-    if first != cands:
-        raise NamedAxisError(f"{_WHERE}: this process (index {me}) planned other candidates than process 0; "
-                             "give every process the same step, arguments, mesh and candidates")
-    agreed = json.loads(client.blocking_key_value_get(f"namedarray/plan/{n}/order", 60_000))
+    agreed = json.loads(call.receive("order", 0, what))
     by_key = {json.dumps(_key(r.rules)): r for r in rows}
     return [by_key[k] for k in agreed]
 
@@ -850,6 +862,15 @@ def plan_sharding(step: Callable, *args: Any, mesh: Any = None,
     >>> plan.rows[0].ok, plan.rows[0].reason.split(":")[0], plan.best is None
     (False, 'over memory_limit', True)
     """
+    # measuring runs programs that span the job, so a measured plan meets the other processes (agree.py);
+    # a ranking by the cost model is a function of the compiled programs and needs no meeting
+    with agree.Call(_WHERE) if measure is True else contextlib.nullcontext() as call:
+        return _plan(call, step, args, kwargs, mesh, candidates, memory_limit, measure, cost_model,
+                     max_candidates)
+
+
+def _plan(call: Any, step: Callable, args: tuple, kwargs: dict, mesh: Any, candidates: Any,
+          memory_limit: int | None, measure: bool, cost_model: CostModel | None, max_candidates: int) -> Plan:
     if not callable(step):
         raise TypeError(f"{_WHERE}: step must be callable, got {step!r}")
     _check_options(candidates, memory_limit, measure, cost_model, max_candidates)
@@ -870,6 +891,7 @@ def plan_sharding(step: Callable, *args: Any, mesh: Any = None,
     leaves = _named_leaves((args, kwargs))
     a_args, a_kwargs = _abstract(args), _abstract(kwargs)
     rows: list[PlanRow | None] = [None] * len(candidates)
+    programs: dict[int, tuple[Any, Any]] = {}
     with concurrent.futures.ThreadPoolExecutor(_COMPILE_THREADS) as pool:
         pending = []
         for i, rules in enumerate(candidates):  # tracing stays on this thread: the rules are per thread
@@ -881,8 +903,17 @@ def plan_sharding(step: Callable, *args: Any, mesh: Any = None,
                 pending.append((i, rules, jitted, lower_s, pool.submit(_compile, lowered)))
         for i, rules, jitted, lower_s, future in pending:
             compiled, compile_s = future.result()
-            rows[i] = _read(rules, jitted, compiled, lower_s + compile_s, m, cost_model,
-                            (args, kwargs) if measure else None)
+            rows[i] = _read(rules, compiled, lower_s + compile_s, m, cost_model)
+            if measure and not isinstance(compiled, BaseException):
+                programs[i] = (jitted, compiled)
     rows = [_limited(row, memory_limit) for row in rows]
-    rows = _agree_with_job(_order(rows, measure))
+    if measure:
+        what = f"nx.plan_sharding of {getattr(step, '__qualname__', step)!s} over {len(rows)} candidates"
+        if call is not None:
+            call.meet(_fingerprint(rows, measure, memory_limit, cost_model), what)
+        rows = _order(_measured(rows, programs, args, kwargs, m), measure)
+        if call is not None:
+            rows = _agree_on_times(call, rows, what)
+    else:
+        rows = _order(rows, measure)
     return Plan(rows, m, cost_model, measure, memory_limit)
