@@ -17,6 +17,8 @@ from __future__ import annotations
 import difflib
 from collections.abc import Iterable
 
+from jax.errors import JAXTypeError
+
 __all__ = [
     "NamedAxisError",
     "AxisSizeError",
@@ -97,11 +99,18 @@ class ResourceError(NamedAxisError):
     """Base class of the errors about mapping axis names to devices."""
 
 
-class ResourceConflictError(ResourceError, TypeError):
+class ResourceConflictError(ResourceError, JAXTypeError):
     """Two axis names that share a mesh axis occur in one value, or a resource is used twice.
 
-    Also a ``TypeError``, the class xmap raised for it, so that xmap-era ``except`` clauses still catch it.
+    Also a ``jax.errors.JAXTypeError`` (a ``TypeError``), the class xmap raised for it, so that xmap-era
+    ``except`` clauses still catch it.
     """
+
+    # JAXTypeError's own __init__ appends a link to jax's error page for the class, a page that does not
+    # describe nx's errors; ValueError's keeps the message (and pickling: args round-trip unchanged).
+    # ValueError precedes JAXTypeError in the MRO already; saying it here keeps it so if the bases move.
+    def __init__(self, *args: object) -> None:
+        ValueError.__init__(self, *args)
 
 
 class LoopAxisError(ResourceError, RuntimeError):

@@ -438,3 +438,19 @@ def test_a_jax_lax_collective_over_a_bound_name_binds():
     # xmap raised a NameError for unbound axis names; nx's error is one too
     with pytest.raises(NameError):
         nx.xmap(lambda v: nx.psum(v, "k"), ["i", ...], ["i", ...])(x)
+
+
+def test_resource_conflicts_are_jax_type_errors():
+    # xmap raised jax.errors.JAXTypeError for conflicts: except clauses naming it still catch nx's error
+    import pickle
+
+    with jax.set_mesh(mesh((2,), ("x",))):
+        with pytest.raises(jax.errors.JAXTypeError) as caught:
+            xm(lambda x: x, ["a", "b", ...], ["a", "b", ...], axis_resources={"a": "x", "b": "x"})(
+                np.ones((2, 2)))
+    e = caught.value
+    assert isinstance(e, errors.ResourceConflictError) and isinstance(e, ValueError)
+    # the message is nx's alone (no link to jax's page of its own errors), and survives pickling
+    assert "docs.jax.dev" not in str(e) and str(e).startswith("nx.xmap: ")
+    again = pickle.loads(pickle.dumps(e))
+    assert type(again) is type(e) and str(again) == str(e)
