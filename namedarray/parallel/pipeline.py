@@ -108,7 +108,7 @@ def pipeline(layer_fn: Callable[[Any, NamedArray], NamedArray], params: Any, x: 
     if microbatch_axis not in sizes:
         raise AxisSpecError(
             f"{_WHERE}: x has no axis {microbatch_axis!r} to cut into {m} microbatches (it has "
-            f"{fmt_names(x.names) or 'no named axes'}); name the batch axis with microbatch_axis=")
+            f"{fmt_names(sorted(x.names)) or 'no named axes'}); name the batch axis with microbatch_axis=")
     batch = sizes[microbatch_axis]
     if batch % m:
         raise DivisibilityError(
@@ -152,7 +152,7 @@ def _layers(params: Any, axis: str) -> int:
                 raise AxisSizeError(f"{_WHERE}: axis {axis!r} has size {length} in params{first} but size "
                                     f"{size} in params{keystr(path)}")
     if length is None:
-        carried = "; ".join(f"params{keystr(p)} has {fmt_names(v.names) or 'no names'}"
+        carried = "; ".join(f"params{keystr(p)} has {fmt_names(sorted(v.names)) or 'no names'}"
                             if type(v) is NamedArray else f"params{keystr(p)} is a {type(v).__name__}"
                             for p, v in flat[:6]) or "params has no leaves"
         raise AxisSpecError(f"{_WHERE}: no leaf of params carries axis {axis!r}, the axis the layers are "
