@@ -35,9 +35,11 @@ them: the FSDP-style ``{"batch": "data", "embed": "data"}``). The names are visi
 groups in mesh order.
 
 **Pruning bound**: at most ``max_candidates`` (default :data:`MAX_CANDIDATES`, 12) candidates are
-compiled, in three tiers: the replicated mapping ``{}`` (the baseline every strategy is measured
+compiled, in four tiers: the replicated mapping ``{}`` (the baseline every strategy is measured
 against); then the one-dimensional strategies, each name alone split over the whole mesh (data parallelism
-is one of them); then the other legal mappings holding the fewest bytes per device by a static estimate
+is one of them); then the strategies users write first, data x tensor parallel, FSDP and FSDP x tensor
+parallel, built from which names share values and how many bytes each name is in (``_templates``); then
+the other legal mappings holding the fewest bytes per device by a static estimate
 (the arguments and every laid-out value of the trace, each divided by the device count its mapped names
 split it over). Within a tier: the estimate, then fewer mapped names, then the sorted text of the mapping.
 The search stops after :data:`MAX_VISITED` legal mappings. The estimate only chooses what is compiled; the
@@ -47,10 +49,16 @@ ranking below uses what XLA reports.
 ``conflicting``, ``failed to compile``, ``over memory_limit``) when its layout is illegal for the
 arguments, when tracing or compiling fails, or when ``memory_bytes`` exceeds ``memory_limit``. The
 accepted rows are ordered by measured ``time_s`` when ``measure=True``, else by ``cost`` from the
-:class:`CostModel`: ``flops / flops_per_s + sum(weight[kind] * bytes[kind]) / bytes_per_s`` with
-``flops_per_s = 1e14`` (an accelerator's sustained rate), ``bytes_per_s = 1e11`` (a device's collective
-bandwidth), and weight 2 for an all-reduce (a ring all-reduce moves its buffer twice: a reduce-scatter and
-an all-gather), 1 for the other kinds. Pass ``cost_model=CostModel(...)`` to change them. Ties go to fewer
+:class:`CostModel`: ``flops / flops_per_s + bytes_accessed / memory_bytes_per_s + sum(weight[kind] *
+bytes[kind]) / bytes_per_s``, per device, with weight 2 for an all-reduce (a ring all-reduce moves its
+buffer twice: a reduce-scatter and an all-gather), 1 for the other kinds. Given no model, the three rates
+are measured on the mesh's devices, all busy at once (:meth:`CostModel.calibrated`, about a second, once
+per device set): that is what makes a replicated step, where every device does all the work, cost what
+it costs on the machine at hand. Where the model cannot be trusted: it adds compute, memory traffic and
+collectives as if none overlapped, counts a collective in a loop once per iteration only where XLA knows
+the trip count, and knows nothing of fusion quality or of a scheduler's idle time; rows within 1.5x of the
+best cost are marked ``verify`` in the table, and :meth:`Plan.verify` measures the top rows. Pass
+``cost_model=CostModel(...)`` to set the rates. Ties go to fewer
 bytes per device, then fewer mapped names, then the sorted text of the rules; rejected rows follow in the
 order they were given. The order is a function of the candidates and what XLA reports, so every process
 of a multi-process job computes the same plan without asking the others. Measuring is a job-wide call
@@ -90,13 +98,15 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 from jax.tree_util import keystr
 
-from ..core import context, placement
+from ..core import caches, context, placement
 from ..core import env as _env
 from ..core.array import is_named
 from ..core.layout import named_sizes
+from ..core.orders import job_client
 from ..errors import (
     AxisSpecError,
     DivisibilityError,
@@ -265,9 +275,17 @@ def _crossed(groups: list[list[int]] | None, mesh_shape: tuple[int, ...], axis_n
 
 @dataclasses.dataclass(frozen=True)
 class CostModel:
-    """The cost of an accepted row, in model seconds (lower is better): per-device compute plus collective
-    traffic, ``flops / flops_per_s + sum(weights[kind] * collective_bytes[kind]) / bytes_per_s``. A row
-    without FLOPs counts no compute.
+    """The cost of an accepted row, in model seconds (lower is better): per-device compute, memory traffic
+    and collective traffic, ``flops / flops_per_s + bytes_accessed / memory_bytes_per_s +
+    sum(weights[kind] * collective_bytes[kind]) / bytes_per_s``. A row without FLOPs (or bytes accessed)
+    counts none of it.
+
+    The defaults are an accelerator's round figures. :meth:`calibrated` measures the rates (and the time of
+    one small collective, ``latency_s``, added per collective operation) on the
+    devices of a mesh, all of them busy at once, which is what ``nx.plan_sharding`` uses when given no
+    model: on simulated CPU devices that share a few cores, compute costs thousands of times what the
+    round figures say, and a model that ignores it ranks a replicated step (every device does all the
+    work) first.
 
     >>> CostModel()(flops=1e14, collective_bytes={"all-reduce": 10**11, "all-gather": 10**11})
     4.0
@@ -278,10 +296,91 @@ class CostModel:
     weights: Mapping[str, float] = dataclasses.field(default_factory=lambda: {
         "all-reduce": 2.0, "all-gather": 1.0, "reduce-scatter": 1.0, "all-to-all": 1.0,
         "collective-permute": 1.0})
+    memory_bytes_per_s: float = 2e12
+    latency_s: float = 0.0  # per collective operation, whatever its size
 
-    def __call__(self, *, flops: float | None, collective_bytes: Mapping[str, int]) -> float:
+    def __call__(self, *, flops: float | None, collective_bytes: Mapping[str, int],
+                 bytes_accessed: float | None = None, collective_count: int = 0) -> float:
         moved = sum(self.weights.get(k, 1.0) * b for k, b in collective_bytes.items())
-        return (flops or 0.0) / self.flops_per_s + moved / self.bytes_per_s
+        return ((flops or 0.0) / self.flops_per_s + (bytes_accessed or 0.0) / self.memory_bytes_per_s
+                + moved / self.bytes_per_s + collective_count * self.latency_s)
+
+    @classmethod
+    def calibrated(cls, mesh: Any) -> CostModel:
+        """The rates measured on ``mesh``'s devices, every device busy at once (a batched matmul, an
+        elementwise pass over 4 MiB per device, an all-reduce of 1 MiB): medians of a few calls, about a
+        second the first time, then kept per platform and device set. In a job of several processes the
+        first process's figures are the job's, so every process ranks alike.
+
+        >>> import jax
+        >>> model = CostModel.calibrated(jax.make_mesh((1,), ("data",)))
+        >>> model.flops_per_s > 0 and model.bytes_per_s > 0 and model.memory_bytes_per_s > 0
+        True
+        """
+        devices = tuple(int(d.id) for d in np.asarray(mesh.devices).flat)
+        key = (jax.devices()[0].platform, devices)
+        got = _CALIBRATED.get(key)
+        if got is None:
+            got = _job_calibration(key, lambda: _calibrate(np.asarray(mesh.devices).reshape(-1)))
+            _CALIBRATED.put(key, got)
+        return cls(flops_per_s=got[0], memory_bytes_per_s=got[1], bytes_per_s=got[2], latency_s=got[3])
+
+
+_CALIBRATED: caches.LRU[tuple, tuple[float, ...]] = caches.LRU("plan cost calibrations", 16)
+
+
+def _timed(f: Callable, *args: Any) -> float:
+    jax.block_until_ready(f(*args))
+    times = []
+    for _ in range(7):
+        t = time.perf_counter()
+        jax.block_until_ready(f(*args))
+        times.append(time.perf_counter() - t)
+    return statistics.median(times)
+
+
+def _calibrate(devices: np.ndarray) -> tuple[float, ...]:
+    """(flops/s, memory bytes/s, collective bytes/s, seconds per collective) per device, measured with
+    every device of ``devices`` busy; the time of an empty call of the same kind is taken off each."""
+    n = len(devices)
+    mesh = jax.sharding.Mesh(devices, ("all",), axis_types=(jax.sharding.AxisType.Explicit,))
+    split = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec("all"))
+    whole = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec())
+    tiny = jax.device_put(np.zeros((n, 8), np.float32), split)
+    empty = _timed(jax.jit(lambda a: a + 1, out_shardings=split), tiny)
+    k = 256
+    mats = jax.device_put(np.ones((n, k, k), np.float32), split)
+    matmul = _timed(jax.jit(lambda a: jnp.einsum("bij,bjk->bik", a, a), out_shardings=split), mats)
+    flops = 2 * k ** 3 / max(matmul - empty, 1e-6)
+    big = jax.device_put(np.ones((n, 1 << 20), np.float32), split)
+    stream = _timed(jax.jit(lambda a: a * 2 + 1, out_shardings=split), big)
+    memory = 2 * 4 * (1 << 20) / max(stream - empty, 1e-6)
+    if n > 1:
+        part = jax.device_put(np.ones((n, 1 << 18), np.float32), split)
+        total = jax.jit(lambda a: a.sum(0), out_shardings=whole)
+        latency = max(_timed(total, tiny) - empty, 0.0)
+        collective = 4 * (1 << 18) / max(_timed(total, part) - empty - latency, 1e-6)
+    else:
+        collective, latency = memory, 0.0
+    return float(flops), float(memory), float(collective), float(latency)
+
+
+def _job_calibration(key: tuple, measure: Callable[[], tuple[float, ...]]) -> tuple[float, ...]:
+    """The figures the first process of a job measured for ``key`` (this process's own outside a job)."""
+    client = job_client()
+    if client is None:
+        return measure()
+    name = "namedarray/calibration/" + hashlib.sha256(repr(key).encode()).hexdigest()[:24]
+    try:
+        return tuple(json.loads(client.key_value_try_get(name)))
+    except Exception:  # noqa: BLE001 - none yet (the runtime's not-found error)
+        pass
+    got = measure()
+    try:
+        client.key_value_set(name, json.dumps(got))
+        return got
+    except Exception:  # noqa: BLE001 - another process was first: its figures are the job's
+        return tuple(json.loads(client.blocking_key_value_get(name, 30_000)))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -310,6 +409,7 @@ class PlanRow:
     compile_s: float
     time_s: float | None
     alias_bytes: int = 0
+    bytes_accessed: float | None = None  # XLA's memory traffic per device, where the backend reports it
     # (kind, the mesh axes its device groups cross (None: unknown), bytes): what explain() reports
     collectives: tuple[tuple[str, tuple[str, ...] | None, int], ...] = dataclasses.field(default=(),
                                                                                            repr=False)
@@ -361,12 +461,49 @@ class Plan:
     """
 
     def __init__(self, rows: Sequence[PlanRow], mesh: Any, cost_model: CostModel, measured: bool,
-                 memory_limit: int | None):
+                 memory_limit: int | None, source: Any = None):
         self.rows: tuple[PlanRow, ...] = tuple(rows)
         self.mesh = mesh
         self.cost_model = cost_model
         self.measured = measured
         self.memory_limit = memory_limit
+        # (arguments, keyword arguments, {rules key: (jitted step, compiled program)}): what verify() runs
+        self._source = source
+
+    def verify(self, k: int = 3) -> Plan:
+        """The plan with its ``k`` best accepted rows measured and ranked by time: each row's compiled
+        program called on the plan's arguments (abstract ones filled with zeros) in interleaved rounds, one
+        call of every row per round, the median of each. ``best`` is then the fastest of those ``k``; the
+        other rows follow in the model's order, unmeasured. In a job every process must call it alike (the
+        processes meet, as a measured plan does).
+
+        >>> import jax, jax.numpy as jnp, namedarray as nx
+        >>> mesh = jax.make_mesh((1,), ("data",), axis_types=(jax.sharding.AxisType.Auto,))
+        >>> plan = nx.plan_sharding(lambda x: x * 2, nx.wrap(jnp.ones(4), ["batch"]), mesh=mesh,
+        ...                         candidates=[{}, {"batch": "data"}])
+        >>> checked = plan.verify(1)
+        >>> checked.rows[0].time_s is not None, checked.rows[1].time_s is None
+        (True, True)
+        """
+        if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+            raise wrong_type("Plan.verify", "k", k, "a positive int: how many of the best rows to measure")
+        if self._source is None:
+            raise AxisSpecError("Plan.verify: this plan holds no compiled programs (a plan from rerank of a "
+                                "plan without them); plan again with nx.plan_sharding")
+        args, kwargs, programs = self._source
+        accepted = [r for r in self.rows if r.ok and _key(r.rules) in programs]
+        top = accepted[:k]
+        what = f"Plan.verify of the {len(top)} best of {len(self.rows)} candidates"
+        with agree.Call("Plan.verify") as call:
+            call.meet(_fingerprint(list(self.rows), True, self.memory_limit, self.cost_model) + f"/verify{k}",
+                      what)
+            timed = _measured(top, {i: programs[_key(r.rules)] for i, r in enumerate(top)}, args, kwargs,
+                              self.mesh)
+            timed = sorted(timed, key=lambda r: (r.time_s, r.cost))
+            timed = _agree_on_times(call, timed, what)
+        chosen = {json.dumps(_key(r.rules)) for r in timed}
+        rest = [r for r in self.rows if json.dumps(_key(r.rules)) not in chosen]
+        return Plan(timed + rest, self.mesh, self.cost_model, True, self.memory_limit, self._source)
 
     @property
     def best(self) -> dict[str, Any] | None:
@@ -394,9 +531,11 @@ class Plan:
                 rows.append(r)
                 continue
             r = dataclasses.replace(r, ok=True, reason=None,
-                                    cost=cost_model(flops=r.flops, collective_bytes=r.collective_bytes))
+                                    cost=_cost(cost_model, r.flops, r.collective_bytes, r.bytes_accessed,
+                                               len(r.collectives)))
             rows.append(_limited(r, memory_limit))
-        return Plan(_order(rows, self.measured), self.mesh, cost_model, self.measured, memory_limit)
+        return Plan(_order(rows, self.measured), self.mesh, cost_model, self.measured, memory_limit,
+                    self._source)
 
     def __len__(self) -> int:
         return len(self.rows)
@@ -454,8 +593,16 @@ class Plan:
         head = ["rules", "ok", "arg MiB", "out MiB", "temp MiB", "collectives", "GFLOP", "cost",
                 "compile s"] + (["time ms"] if self.measured else [])
         body = []
+        costs = [r.cost for r in self.rows if r.ok and r.time_s is None]
+        close = 1.5 * min(costs) if costs else -1.0  # within the model's error of the best: measure them
+
+        def status(r: PlanRow) -> str:
+            if not r.ok:
+                return (r.reason or "").split(":")[0]
+            return "ok (verify)" if r.time_s is None and r.cost <= close and len(costs) > 1 else "ok"
+
         for r in self.rows:
-            body.append([_fmt_rules(r.rules), "ok" if r.ok else (r.reason or "").split(":")[0],
+            body.append([_fmt_rules(r.rules), status(r),
                          _mib(r.argument_bytes), _mib(r.output_bytes), _mib(r.temp_bytes),
                          _fmt_coll(r.collective_bytes), "-" if r.flops is None else f"{r.flops / 1e9:.4f}",
                          f"{r.cost:.3g}", f"{r.compile_s:.2f}"]
@@ -554,12 +701,14 @@ def candidate_rules(step: Callable, *args: Any, mesh: Any = None, max_candidates
         weight[s] = weight.get(s, 0) + b
 
     def estimate(assign: dict[str, tuple[str, ...]]) -> float:
+        # each value splits by its names in the rules' order, a name whose mesh axes an earlier name of
+        # the value took staying whole (the rank rule of nx.axis_rules)
         total = 0.0
         for s, b in weight.items():
-            split = 1
-            for n in s:
-                g = assign.get(n)
-                if g:
+            split, taken = 1, set()
+            for n, g in assign.items():
+                if n in s and g and not taken.intersection(g):
+                    taken.update(g)
                     split *= math.prod(msizes[a] for a in g)
             total += b / split
         return total
@@ -603,9 +752,91 @@ def candidate_rules(step: Callable, *args: Any, mesh: Any = None, max_candidates
     singles = sorted(({n: whole} for n in names if whole and whole in options[n]), key=score)
     room = max(0, max_candidates - 1)
     singles = singles[:room]
-    rest = ((*score(a), a) for a in legal() if len(a) > 1 or (a and next(iter(a.values())) != whole))
-    top = [a for *_, a in heapq.nsmallest(room - len(singles), rest, key=lambda t: t[:3])]
-    return [{}] + [{n: (g[0] if len(g) == 1 else g) for n, g in sorted(a.items())} for a in singles + top]
+    # a name carried by many of the values the step makes is what a batch is to a model: split first
+    frequency = {n: sum(n in c for c in made) for n in names}
+    templates = _templates(names, axes, options, together, weight, frequency)
+
+    def apart_on_explicit(a: dict[str, tuple[str, ...]]) -> bool:
+        items = list(a.items())
+        return not any(frozenset((n, o)) in within and set(g) & set(h) & explicit
+                       for i, (n, g) in enumerate(items) for o, h in items[i + 1:])
+
+    once: set[str] = {text(a) for a in singles}  # the plan compiles a mapping once, whatever its order
+    templates = [a for a in templates if apart_on_explicit(a) and not (text(a) in once or once.add(text(a)))]
+    templates = templates[:max(0, room - len(singles))]
+    seen_keys = {text(a) for a in singles + templates}
+    rest = ((*score(a), a) for a in legal()
+            if (len(a) > 1 or (a and next(iter(a.values())) != whole)) and text(a) not in seen_keys)
+    top = [a for *_, a in heapq.nsmallest(room - len(singles) - len(templates), rest, key=lambda t: t[:3])]
+    # templates keep their order (it ranks names that share a mesh axis); the others are written sorted
+    return [{}] + [{n: (g[0] if len(g) == 1 else g) for n, g in (a.items() if a in templates
+                                                                   else sorted(a.items()))}
+                   for a in singles + templates + top]
+
+
+def _templates(names: list[str], axes: list[str], options: dict[str, list[tuple[str, ...]]],
+               together: set[frozenset], weight: dict[frozenset, int], carried: dict[str, int]
+               ) -> list[dict[str, tuple[str, ...]]]:
+    """The strategies users write first, built from the co-occurrence of names (which names share a value)
+    and the bytes of the values each name is in, never from what the names are called:
+
+    The name split first is each name in turn, those carried by the most values the step makes first
+    (the batch of a model: every activation carries it).
+
+    * *data x tensor parallel*, on two mesh axes A and B: the first name on A, and on B a
+      greedy set of names no two of which share a value (the heads, mlp and vocab of a transformer: each
+      splits its own weights), seeded by each name in turn;
+    * *FSDP*, on one mesh axis (or all of them): the first name, then the heaviest name it
+      shares values with (the parameters' embed), ranked after it so that a value carrying both splits by
+      the first (the rank rule of ``nx.axis_rules``);
+    * *FSDP x tensor parallel*: FSDP on A and a tensor-parallel set on B.
+
+    Kinds interleaved, so that a small bound keeps some of each."""
+    heavy: dict[str, int] = {n: sum(b for s, b in weight.items() if n in s) for n in names}
+
+    def fits(n: str, g: tuple[str, ...]) -> bool:
+        return g in options.get(n, [])
+
+    def independent(seed: str, g: tuple[str, ...], exclude: set[str]) -> dict[str, tuple[str, ...]]:
+        chosen: list[str] = []
+        for n in [seed] + sorted(names, key=lambda n: (-heavy[n], n)):
+            if n in exclude or n in chosen or not fits(n, g):
+                continue
+            if any(frozenset((n, c)) in together for c in chosen):
+                continue
+            chosen.append(n)
+        return {n: g for n in chosen}
+
+    firsts = sorted(names, key=lambda n: (-carried.get(n, 0), -heavy[n], n))
+    dp_tp, fsdp, fsdp_tp = [], [], []
+    pairs = [((a,), (b,)) for a in axes for b in axes if a != b]
+    for first in firsts:
+        partners = sorted((n for n in names if n != first and frozenset((first, n)) in together),
+                          key=lambda n: (-heavy[n], n))
+        for g in [tuple(axes)] + [(a,) for a in axes]:
+            if fits(first, g) and partners and fits(partners[0], g):
+                fsdp.append({first: g, partners[0]: g})
+        for ga, gb in pairs:
+            if not fits(first, ga):
+                continue
+            for seed in sorted(names, key=lambda n: (-heavy[n], n)):
+                if seed == first or not fits(seed, gb):
+                    continue
+                tp = independent(seed, gb, {first})
+                dp_tp.append({first: ga, **tp})
+                if partners and fits(partners[0], ga) and partners[0] not in tp:
+                    fsdp_tp.append({first: ga, partners[0]: ga, **tp})
+    out: list[dict[str, tuple[str, ...]]] = []
+    seen: set[str] = set()
+    for group in itertools.zip_longest(dp_tp, fsdp, fsdp_tp):
+        for a in group:
+            if a is None:
+                continue
+            key = json.dumps(list(a.items()))
+            if key not in seen:
+                seen.add(key)
+                out.append(a)
+    return out
 
 
 # --------------------------------------------------------------------------------------------------------
@@ -748,9 +979,11 @@ def _read(rules: dict[str, Any], compiled: Any, compile_s: float, m: Any, cost_m
     cost = compiled.cost_analysis()
     if isinstance(cost, (list, tuple)):
         cost = cost[0] if cost else None
-    flops = None
+    flops = accessed = None
     if isinstance(cost, Mapping) and cost.get("flops") is not None and cost["flops"] >= 0:
         flops = float(cost["flops"])
+    if isinstance(cost, Mapping) and cost.get("bytes accessed") is not None and cost["bytes accessed"] >= 0:
+        accessed = float(cost["bytes accessed"])
     shape, names = tuple(m.devices.shape), tuple(m.axis_names)
     found = [(kind, _crossed(groups, shape, names), nbytes) for kind, nbytes, groups in
              hlo_collectives(compiled.as_text())]
@@ -763,8 +996,15 @@ def _read(rules: dict[str, Any], compiled: Any, compile_s: float, m: Any, cost_m
                    temp_bytes=int(getattr(mem, "temp_size_in_bytes", 0)),
                    alias_bytes=int(getattr(mem, "alias_size_in_bytes", 0)),
                    collective_bytes=coll, flops=flops,
-                   cost=cost_model(flops=flops, collective_bytes=coll), compile_s=compile_s,
-                   time_s=None, collectives=tuple(found))
+                   cost=_cost(cost_model, flops, coll, accessed, len(found)), compile_s=compile_s,
+                   time_s=None, collectives=tuple(found), bytes_accessed=accessed)
+
+
+def _cost(model: Any, flops: float | None, coll: Mapping[str, int], accessed: float | None,
+          count: int) -> float:
+    if isinstance(model, CostModel):
+        return model(flops=flops, collective_bytes=coll, bytes_accessed=accessed, collective_count=count)
+    return model(flops=flops, collective_bytes=coll)  # a user's model of the documented two arguments
 
 
 def _limited(row: PlanRow, memory_limit: int | None) -> PlanRow:
@@ -875,7 +1115,7 @@ def _plan(call: Any, step: Callable, args: tuple, kwargs: dict, mesh: Any, candi
         raise TypeError(f"{_WHERE}: step must be callable, got {step!r}")
     _check_options(candidates, memory_limit, measure, cost_model, max_candidates)
     m = _resolve_mesh(mesh)
-    cost_model = CostModel() if cost_model is None else cost_model
+    cost_model = CostModel.calibrated(m) if cost_model is None else cost_model
     if candidates is None:
         candidates = candidate_rules(step, *args, mesh=m, max_candidates=max_candidates, **kwargs)
     elif isinstance(candidates, Mapping) or not isinstance(candidates, Sequence):
@@ -904,7 +1144,7 @@ def _plan(call: Any, step: Callable, args: tuple, kwargs: dict, mesh: Any, candi
         for i, rules, jitted, lower_s, future in pending:
             compiled, compile_s = future.result()
             rows[i] = _read(rules, compiled, lower_s + compile_s, m, cost_model)
-            if measure and not isinstance(compiled, BaseException):
+            if not isinstance(compiled, BaseException):
                 programs[i] = (jitted, compiled)
     rows = [_limited(row, memory_limit) for row in rows]
     if measure:
@@ -916,4 +1156,5 @@ def _plan(call: Any, step: Callable, args: tuple, kwargs: dict, mesh: Any, candi
             rows = _agree_on_times(call, rows, what)
     else:
         rows = _order(rows, measure)
-    return Plan(rows, m, cost_model, measure, memory_limit)
+    kept = {_key(candidates[i]): p for i, p in programs.items()}
+    return Plan(rows, m, cost_model, measure, memory_limit, (args, kwargs, kept))
