@@ -12,7 +12,9 @@ and traced by jax once per operand shapes and dtypes inside it. Three properties
   ``1``, ``1.0`` and ``True``; ``0.0`` and ``-0.0``; ``'float32'`` and ``np.dtype('float32')``. A NaN
   equals itself (one kernel, not one per call). A call finds its kernel by its raw configuration first
   (stored with its numbers made exact, :class:`_Exact`), so the usual call builds no key at all;
-  declarations called on every use pass a :class:`Static` built once.
+  declarations called on every use pass a :class:`Static` built once. The hottest call sites (a reduction
+  over a name, a named dot) keep their own index of kernels (:func:`site`), under a key they build from
+  their arguments in a few attribute reads, and call a kernel found there without building anything.
 * **Nothing a failed call did stays behind.** A kernel whose first trace fails is dropped, and a kernel
   records its result structure per operand signature only after a trace succeeds, so a rejected call
   cannot change what a later valid call gets.
@@ -46,7 +48,7 @@ import numpy as np
 
 from . import caches
 
-__all__ = ["MAX_KERNELS", "Static", "kernel_for", "stats", "size", "resize"]
+__all__ = ["MAX_KERNELS", "Static", "kernel_for", "site", "file", "stats", "size", "resize"]
 
 #: The most eager kernels kept at once (least recently used first out). Each holds a compiled executable
 #: per operand signature it has seen (about 1.4 MB on CPU, as a ``jax.jit`` executable does), so this bounds
@@ -375,13 +377,14 @@ def _signature(d: Any) -> tuple | None:
 class Kernel:
     """One jitted implementation on storage arrays, for one layout of its operands."""
 
-    __slots__ = ("jitted", "result", "ok", "key", "raw", "weak_refs", "tick")
+    __slots__ = ("jitted", "result", "ok", "key", "raw", "weak_refs", "tick", "aliases")
 
     def __init__(self, impl: Callable, static: Any, layout: tuple, make: Callable, unpack: Callable):
         result = self.result = _Result()
         self.ok = False
         self.key = None
         self.raw = None
+        self.aliases: list = []  # (site index, key) pairs that find this kernel: removed with it
         parts: list = []
         _weak_parts(static, parts)
         self.weak_refs = parts  # what the table turns into weak references with callbacks (put)
@@ -426,6 +429,7 @@ class _Table:
         self.lock = threading.Lock()
         self.dead: collections.deque = collections.deque()  # keys whose user functions were collected
         self.clock = itertools.count()
+        self.sites: list[dict] = []  # the call sites' own indexes (site()), emptied with the table
 
     def get(self, key) -> Kernel | None:
         kernel = self.kernels.get(key)
@@ -460,8 +464,24 @@ class _Table:
 
     def _remove(self, key) -> None:
         kernel = self.kernels.pop(key, None)
-        if kernel is not None and kernel.raw is not None and self.raw.get(kernel.raw) is kernel:
+        if kernel is None:
+            return
+        if kernel.raw is not None and self.raw.get(kernel.raw) is kernel:
             del self.raw[kernel.raw]
+        for index, alias in kernel.aliases:
+            if index.get(alias) is kernel:
+                del index[alias]
+        kernel.aliases = []
+
+    def file(self, index: dict, alias: Any, kernel: Kernel) -> None:
+        with self.lock:
+            # an evicted kernel is not filed again (nothing would remove it), nor one that holds user
+            # functions weakly (its key may die before the table hears of it), nor past MAX_ALIASES keys
+            if (self.kernels.get(kernel.key) is not kernel or kernel.weak_refs
+                    or len(kernel.aliases) >= MAX_ALIASES or alias in index):
+                return
+            index[alias] = kernel
+            kernel.aliases.append((index, alias))
 
     def _purge(self) -> None:
         while self.dead:
@@ -472,6 +492,8 @@ class _Table:
             self.kernels.clear()
             self.raw.clear()
             self.dead.clear()
+            for index in self.sites:
+                index.clear()
 
     def __len__(self) -> int:
         with self.lock:
@@ -480,6 +502,9 @@ class _Table:
 
 
 _table = _Table(MAX_KERNELS)
+#: The table's clock: a kernel found outside the table (a call site's index) takes ``next(clock)`` as its
+#: stamp of last use, as a lookup in the table gives it.
+clock = _table.clock
 
 
 def kernel_for(impl: Callable, static: Any, layout: tuple, env: Any, make: Callable,
@@ -503,6 +528,33 @@ def kernel_for(impl: Callable, static: Any, layout: tuple, env: Any, make: Calla
         _table.put(key, kernel, kernel.weak_refs, _raw_key(impl, static, layout, env))
         next(stats.built)
     return kernel
+
+
+# The most keys of call sites one kernel is filed under: a site's key is a function of the kernel's (one per
+# spelling of an environment at most), so this bounds what a site holds by the table's size
+MAX_ALIASES = 4
+
+
+def site() -> dict:
+    """A new index of kernels for one call site: ``index.get(key)`` finds a kernel that an earlier call at
+    the site ran under ``key`` and :func:`file` put there.
+
+    The site builds ``key`` from its arguments (names, flags checked by identity, the axis environment), so
+    that it determines the kernel's whole key: the implementation and static configuration the site would
+    pass, the operands' layout and the environment. The ranks in the layout may be left out: a kernel reads
+    only the names of its layout, and jax traces it once per shape, so a kernel filed for one rank gives
+    another rank's result as that rank's own kernel would. Entries go when their kernel leaves the table
+    (evicted, ``nx.clear_caches()``), so an index holds at most ``MAX_ALIASES`` keys per kernel in the table.
+    """
+    index: dict = {}
+    _table.sites.append(index)
+    return index
+
+
+def file(index: dict, key: Any, kernel: Kernel) -> None:
+    """Let calls at the site of ``index`` find ``kernel`` under ``key`` (after a call of it succeeded)."""
+    if key not in index:
+        _table.file(index, key, kernel)
 
 
 def forget_failed(kernel: Kernel) -> None:

@@ -53,24 +53,30 @@ from ..errors import (
 )
 from .arguments import mistyped
 
-__all__ = ["run", "elementwise", "reduce", "check_reduces", "along", "call_lifted", "normalize_axis", "stats"]
+__all__ = ["run", "fire", "elementwise", "reduce", "check_reduces", "along", "call_lifted", "normalize_axis",
+           "stats"]
 
 _Tracer = jax.core.Tracer
 try:  # the concrete array type: `type(d) is _ArrayImpl` rules out a tracer far faster than isinstance
     from jax._src.array import ArrayImpl as _ArrayImpl
 except ImportError:  # pragma: no cover - a jax without it only loses the shortcut
     _ArrayImpl = _Tracer
+#: The type of a concrete jax array: an operand whose ``type`` is this is no tracer (call sites with their own
+#: kernel index take their hot path only then).
+ArrayImpl = _ArrayImpl
 
 stats = kernels.stats
 
 
-def run(impl: Callable, static: Any, operands: tuple) -> Any:
+def run(impl: Callable, static: Any, operands: tuple, site: dict | None = None, key: Any = None) -> Any:
     """Run ``impl(static, *operands)``: inline when tracing, else as one cached jitted kernel.
 
     The eager kernel (:mod:`namedarray.core.kernels`) is keyed by the implementation, its static configuration
     (strictly: ``1`` and ``1.0`` differ), the axis environment and the operands' layout (names and rank);
-    jax's own cache inside each kernel handles shapes, dtypes and weak types. An unhashable ``static``
-    runs op by op.
+    jax's own cache inside each kernel handles shapes, dtypes and weak types. An unhashable ``static`` runs
+    op by op. A call site with its own index of kernels (:func:`namedarray.core.kernels.site`) passes it
+    with the key it found nothing under: the kernel is filed there once it ran, and the site's next call
+    runs it through :func:`fire`.
 
     >>> import namedarray as nx, jax.numpy as jnp
     >>> def scaled(static, x):
@@ -103,12 +109,35 @@ def run(impl: Callable, static: Any, operands: tuple) -> Any:
     except BaseException:
         kernels.forget_failed(kernel)
         raise
-    kernel.ok = True
+    if not kernel.ok:
+        kernel.ok = True
+    if site is not None:
+        kernels.file(site, key, kernel)
     result = kernel.result
     structure = result.single if not result.varies else result.lookup(datas)
     if structure[0] is _ONE:  # one NamedArray, the usual result: built here without a call to pack
         return _make(out, structure[1])
     return pack(out, structure)
+
+
+def fire(kernel: kernels.Kernel, *datas: Any) -> Any:
+    """Call ``kernel``, found in a call site's index, on the storage arrays ``datas``.
+
+    Everything :func:`run` decides before the call (the operands are concrete, the key, the validation the
+    first trace made) held when the site filed the kernel under the key it found it by, so only the call
+    and the result remain: the hot path of an eager reduction or named dot.
+    """
+    out = kernel.jitted(*datas)
+    kernel.tick = next(_clock)  # the table's least-recently-used stamp, as a lookup in it gives
+    next(stats.eager)
+    result = kernel.result
+    structure = result.single if not result.varies else result.lookup(datas)
+    if structure[0] is _ONE:
+        return _make(out, structure[1])
+    return pack(out, structure)
+
+
+_clock = kernels.clock
 
 
 def _run_traced(impl: Callable, static: Any, operands: tuple):
@@ -463,18 +492,34 @@ def _combine_blocks(out: Any, fn: Callable, split: tuple[str, ...]) -> Any:
 
 
 def reduce(fn: Callable, x: Any, axis: Any, where: str, keepdims: bool = False, kwargs: tuple = (),
-           extra: tuple = (), single: bool = False) -> Any:
+           extra: tuple = (), single: bool = False, site: dict | None = None) -> Any:
     """Reduce ``x`` over ``axis`` (positions and/or names); ``axis=None`` reduces positional axes only.
 
     A name the value lacks but an enclosing ``nx.xmap`` binds reduces as if the value were broadcast along
     it (sum multiplies by the size; mean, max and min return the value), as in xmap. ``extra`` operands
     follow ``x`` into ``fn`` (quantile's ``q``, a ``where=`` mask aligned to ``x``); ``single`` asks for
-    exactly one axis (argmax).
+    exactly one axis (argmax). A declaration that reduces with one ``fn`` passes its own ``site``
+    (:func:`namedarray.core.kernels.site`): a reduction over one name then finds its kernel there by the
+    name, ``keepdims``, the value's names and the environment.
 
     >>> import namedarray as nx, jax.numpy as jnp
     >>> reduce(jnp.sum, nx.wrap(jnp.ones((2, 3)), ["a", "b"]), "b", "sum").unwrap(["a"]).tolist()
     [3.0, 3.0]
     """
+    key = None
+    if (site is not None and type(axis) is str and type(x) is NamedArray
+            and (keepdims is False or keepdims is True) and not kwargs and not extra and not single):
+        # the key determines what the rest of this function and run() decide (all of it a function of
+        # the environment, the names and the flags): a kernel filed under it is the one they would call
+        env = _env.current()
+        key = (axis, keepdims, x.names, None if env is _env.EMPTY else env)
+        d = x.data
+        if type(d) is _ArrayImpl:
+            kernel = site.get(key)
+            if kernel is not None:
+                return fire(kernel, d)
+    else:
+        site = None
     if axis is not None:
         ours, theirs = _env.current().per_element(axis)
         if theirs:
@@ -486,7 +531,7 @@ def reduce(fn: Callable, x: Any, axis: Any, where: str, keepdims: bool = False, 
         axis = tuple(axis)
     elif axis is None:
         check_reduces(x, where)
-    return run(_reduce_impl, (fn, where, axis, keepdims, kwargs, single), (x, *extra))
+    return run(_reduce_impl, (fn, where, axis, keepdims, kwargs, single), (x, *extra), site, key)
 
 
 # Inside a positional nx.xmap body a value is one element of the map: a reduction over the map's names is

@@ -170,12 +170,13 @@ def _reduction(fn: Callable, name: str, multi: bool) -> Callable:
     where = f"nx.{name}"
     takes_q = name in TAKES_Q
     fast = multi and not takes_q
+    site = kernels.site() if fast else None  # this reduction's kernels, by the names it reduces over
 
     @functools.wraps(fn)
     def f(a, *args, axis=None, keepdims=False, **kwargs):
         if fast and not kwargs and type(a) is NamedArray and (  # x.sum("b"): the hot path
                 not args or (len(args) == 1 and axis is None)):
-            return engine.reduce(fn, a, args[0] if args else axis, where, keepdims)
+            return engine.reduce(fn, a, args[0] if args else axis, where, keepdims, site=site)
         if not isinstance(a, NamedArray):  # jax.numpy's own signature binds the positional arguments
             if axis is not None:
                 kwargs["axis"] = axis
