@@ -39,7 +39,7 @@ stage with one all-reduce at the end (the layout ``x`` had, replicated over the 
 ...     return h + nx.dot(h, p["w"], axis="embed").rename({"out": "embed"})
 >>> x = nx.wrap(jnp.ones((8, 3)), ["batch", "embed"])
 >>> nx.pipeline(layer_fn, params, x, axis="layer", microbatches=4).unwrap(["batch", "embed"])[0].tolist()
-[39.0625, 39.0625, 39.0625]
+[9.37890625, 9.37890625, 9.37890625]
 """
 
 from __future__ import annotations
@@ -60,7 +60,15 @@ from ..core.array import NamedArray, _make, is_named
 from ..core.layout import align, named_sizes, pos_ndim
 from ..core.orders import canonical
 from ..core.shape import check_name
-from ..errors import AxisSpecError, CarryError, DivisibilityError, fmt_names, wrong_type
+from ..errors import (
+    AxisSizeError,
+    AxisSpecError,
+    CarryError,
+    DivisibilityError,
+    MissingResourceError,
+    fmt_names,
+    wrong_type,
+)
 from ..transforms.control import built_around
 from ..transforms.scan import scan
 from .distribute import active_mapping, shard
@@ -148,7 +156,6 @@ def _layers(params: Any, axis: str) -> int:
             if length is None:
                 length, first = size, keystr(path)
             elif size != length:
-                from ..errors import AxisSizeError
                 raise AxisSizeError(f"{_WHERE}: axis {axis!r} has size {length} in params{first} but size "
                                     f"{size} in params{keystr(path)}")
     if length is None:
@@ -170,7 +177,6 @@ def _stage_axes(axis: str) -> tuple[tuple[str, ...], int]:
     msizes = placement.mesh_sizes(mesh)
     missing = [a for a in axes if a not in msizes]
     if missing:
-        from ..errors import MissingResourceError
         raise MissingResourceError(f"{_WHERE}: the rules map axis {axis!r} to mesh axes {axes}, but the mesh "
                                    f"in context has no axis {missing[0]!r} (it has {tuple(msizes)})")
     return tuple(axes), math.prod(msizes[a] for a in axes)
@@ -321,8 +327,7 @@ def _joined(outs: Any, x: NamedArray, name: str) -> Any:
 def bubble_fraction(stages: int, microbatches: int) -> float:
     """The share of a GPipe schedule's steps a stage idles in: ``(S - 1) / (M + S - 1)``.
 
-    >>> import namedarray as nx
-    >>> nx.bubble_fraction(4, 8)
+    >>> bubble_fraction(4, 8)
     0.2727272727272727
     """
     s, m = _positive(stages, "stages"), _positive(microbatches, "microbatches")
@@ -381,7 +386,7 @@ def visualize_pipeline(stages: int, microbatches: int) -> PipelinePicture:
     >>> import namedarray as nx
     >>> print(nx.visualize_pipeline(3, 4))
     step    | 0 1 2 3 4 5
-    -------------------
+    ---------------------
     stage 0 | 0 1 2 3 . .
     stage 1 | . 0 1 2 3 .
     stage 2 | . . 0 1 2 3
