@@ -66,6 +66,7 @@ from .parallel.collectives import (  # noqa: E402
     psum_scatter,
 )
 from .parallel.distribute import from_process_local, jit, shard, sharding  # noqa: E402
+from .parallel.pipeline import pipeline, visualize_pipeline  # noqa: E402
 from .parallel.plan import Plan, PlanRow, plan_sharding  # noqa: E402
 from .parallel.shard_map import shard_map  # noqa: E402
 from .parallel.visualize import visualize_sharding  # noqa: E402
@@ -91,7 +92,7 @@ __all__ = sorted({*_MIRROR, "errors", "lax", "maps", "current_mesh", "mesh_shape
                   "pmax", "pmean", "pmin", "ppermute", "pshuffle", "psum", "psum_scatter",
                   "from_process_local", "jit", "shard", "sharding", "visualize_sharding", "shard_map",
                   "grad", "value_and_grad", "map", "scan", "along", "is_named", "tree_map",
-                  "tree_leaves", "plan_sharding", "Plan", "PlanRow"})
+                  "tree_leaves", "plan_sharding", "Plan", "PlanRow", "pipeline", "visualize_pipeline"})
 
 
 def __dir__():
