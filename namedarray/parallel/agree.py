@@ -21,6 +21,14 @@ waiting out a long timeout, when the other is
 
 A process that is still working keeps the other waiting however long its compiles take, since its post
 keeps changing. The service holds one status key per process and a few keys per measured plan.
+
+Outside a job every call is alone, and meeting is immediate:
+
+>>> from namedarray.parallel.agree import Call
+>>> with Call("an example") as call:
+...     call.meet("fingerprint of what it computes", "an example call")
+>>> call.client is None
+True
 """
 
 from __future__ import annotations
