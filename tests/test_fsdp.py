@@ -396,6 +396,6 @@ def test_xmap_resources_rank_before_the_rules_and_still_may_not_conflict_among_t
                       out_axes=["batch", "embed", ...], axis_resources={"batch": "data"})(data)
         np.testing.assert_array_equal(out, 2 * data)
         assert same_spec(out.sharding.spec, P("data"))
-        with pytest.raises(errors.ResourceConflictError, match="'a' and 'b' are both mapped to the resource"):
+        with pytest.raises(errors.ResourceConflictError, match="`a` and `b` are both mapped to the resource"):
             nx.xmap(lambda x, y: x + y, ({0: "a"}, {0: "b"}), {0: "a", 1: "b"},
                     axis_resources={"a": "data", "b": "data"})(np.ones(8), np.ones(16))

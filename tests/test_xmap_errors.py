@@ -87,7 +87,9 @@ def test_undefined_axis_in_axis_resources_at_construction():
 
 def test_repeated_axis_resource():
     with pytest.raises(
-        errors.ResourceConflictError, match=r"distinct resources.*specified \('x', 'x'\) for axis 'a'"
+        errors.ResourceConflictError,
+        match=r"distinct resources, but specified \('x', 'x'\) for axis a\. "
+        r"Axis 'a' lists 'x' more than once",
     ):
         xm(lambda a: a, ["a", ...], ["a", ...], axis_resources={"a": ("x", "x")})
 
@@ -147,29 +149,31 @@ def test_inconsistent_axis_sizes_between_arguments_and_axis_sizes():
     with pytest.raises(
         errors.AxisSizeError,
         match=re.escape(
-            "size of axis 'i' was previously inferred to be 5 (inferred from argument "
-            "0), but argument 1 has shape (6,) with in_axes specification ['i', ...]: "
-            "shape mismatch in dimension 0: 6 != 5"
+            "The size of axis i was previously inferred to be 5, but found an argument of shape (6,) with "
+            "in_axes specification ['i', ...]. Shape mismatch occurs in dimension 0: 6 != 5. Axis 'i' has "
+            "size 5 inferred from argument 0 and 6 in argument 1."
         ),
     ):
         f(x5, x6)
     g = xm(lambda x: x, ["i", ...], ["i", ...], axis_sizes={"i": 5})
     with pytest.raises(
         errors.AxisSizeError,
-        match=re.escape("previously inferred to be 5 (given in axis_sizes), but argument 0 has shape (6,)"),
+        match=re.escape("Axis 'i' has size 5 given in axis_sizes and 6 in argument 0."),
     ):
         g(x6)
 
 
 def test_size_error_names_the_pytree_path():
     f = xm(lambda t: t["a"] + t["b"], (["i", ...],), ["i", ...])
-    with pytest.raises(errors.AxisSizeError, match=re.escape("argument 0 at ['b'] has shape (3,)")):
+    with pytest.raises(errors.AxisSizeError,
+                       match=re.escape("size 2 inferred from argument 0 at ['a'] and 3 in argument 0 at "
+                                       "['b']")):
         f({"a": np.ones(2), "b": np.ones(3)})
 
 
 def test_empty_argument_trees():
     # testEmptyArgumentTrees
-    with pytest.raises(errors.AxisSizeError, match="failed to infer size of axes: i.*axis_sizes"):
+    with pytest.raises(errors.AxisSizeError, match="Failed to infer size of axes: i.*axis_sizes"):
         xm(lambda x: x, ["i", ...], ["i", ...])({})
 
 
@@ -177,8 +181,8 @@ def test_in_axes_rank_error():
     with pytest.raises(
         errors.RankError,
         match=re.escape(
-            "argument 0 has an in_axes specification of ['i', 'j', ...], which implies "
-            "that it has at least 2 dimensions, but the argument has rank 1"
+            "One of xmap arguments has an in_axes specification of ['i', 'j', ...], which implies "
+            "that it has at least 2 dimensions, but the argument has rank 1. It is argument 0, of shape (5,)."
         ),
     ):
         xm(lambda x: x, ["i", "j", ...], ["i", "j", ...])(np.ones(5))
@@ -188,9 +192,9 @@ def test_out_axes_rank_error():
     with pytest.raises(
         errors.RankError,
         match=re.escape(
-            "has an out_axes specification of {1: 'i'}, which requires the result of "
+            "One of xmap outputs has an out_axes specification of {1: 'i'}, which requires the result of "
             "the xmapped function to have at least 1 positional dimensions, but it "
-            "only has 0"
+            "only has 0. It is the output of <lambda>, of positional shape ()."
         ),
     ):
         xm(lambda x: x, {0: "i"}, {1: "i"})(np.ones(5))
@@ -200,16 +204,16 @@ def test_list_axes_rank_assertion():
     with pytest.raises(
         errors.RankError,
         match=re.escape(
-            "argument 0 has an in_axes specification of ['i', None], which asserts that "
-            "it should be of rank 2, but the argument has rank 1 (and shape (5,))"
+            "xmap argument has an in_axes specification of ['i', None], which asserts that "
+            "it should be of rank 2, but the argument has rank 1 (and shape (5,)). It is argument 0."
         ),
     ):
         xm(lambda x: x, ["i", None], ["i", ...])(np.ones(5))
     with pytest.raises(
         errors.RankError,
         match=re.escape(
-            "has an out_axes specification of ['i', None], which asserts that it should "
-            "be of rank 2, but the output has rank 3 (and shape (5, 2, 2))"
+            "xmap output has an out_axes specification of ['i', None], which asserts that it should "
+            "be of rank 2, but the output has rank 3 (and shape (5, 2, 2)). It is the output of <lambda>."
         ),
     ):
         xm(lambda x: x, ["i", ...], ["i", None])(np.ones((5, 2, 2)))
@@ -221,8 +225,8 @@ def test_return_extra_mapped_axes():
     with pytest.raises(
         errors.UnplacedAxisError,
         match=re.escape(
-            "output [1] has an out_axes specification of ['a', ...], but is actually "
-            "mapped along more axes defined by this xmap call: b"
+            "One of xmap results has an out_axes specification of ['a', ...], but is actually "
+            "mapped along more axes defined by this xmap call: b. It is output [1] of <lambda>."
         ),
     ):
         f(np.ones(2), np.ones(3))
@@ -278,8 +282,8 @@ def test_undefined_axis_resource():
     with pytest.raises(
         errors.MissingResourceError,
         match=re.escape(
-            "in-scope resources are insufficient to execute the xmapped function; the "
-            "missing resources are: {'x'}"
+            "In-scope resources are insufficient to execute the xmapped function. The "
+            "missing resources are: {'x'} (asked for 'x' by axis 'a'; in scope: no mesh"
         ),
     ):
         f(np.ones(4))
@@ -296,7 +300,8 @@ def test_missing_resources_are_listed_sorted():
     f = xm(lambda *xs: xs, [[n, ...] for n in names], [[n, ...] for n in names],
            axis_resources={n: f"r{i}" for i, n in enumerate(names)} | {"a": "r0"})
     with pytest.raises(errors.MissingResourceError,
-                       match=re.escape("missing resources are: {'r0', 'r1', 'r2', 'r3', 'r4'} (in scope")):
+                       match=re.escape("missing resources are: {'r0', 'r1', 'r2', 'r3', 'r4'} (asked for "
+                                       "'r0' by axes 'f', 'a'; 'r1' by axis 'e'; 'r2' by axis 'd';")):
         f(*[np.ones(2)] * len(names))
 
 
@@ -305,8 +310,9 @@ def test_axes_not_divisible_by_resources():
         with pytest.raises(
             errors.DivisibilityError,
             match=re.escape(
-                "size of axis 'i' (5, given in axis_sizes) is not divisible by the total "
-                "number of resources assigned to this axis (('x', 'y'), 4 in total"
+                "Size of axis i (5) is not divisible by the total number of resources assigned to this "
+                "axis (('x', 'y'), 4 in total). Axis 'i' has size 5 (given in axis_sizes), split over "
+                "x=2, y=2."
             ),
         ):
             xm(
@@ -317,9 +323,11 @@ def test_axes_not_divisible_by_resources():
                 axis_resources={"i": ("x", "y")},
             )()
         # for sizes inferred from arguments too (a bare AssertionError in xmap)
-        with pytest.raises(errors.DivisibilityError, match=r"axis 'i' \(5, inferred from argument 0\)"):
+        with pytest.raises(errors.DivisibilityError,
+                           match=r"Axis 'i' has size 5 \(inferred from argument 0\), split over x=2"):
             xm(lambda x: x, ["i", ...], ["i", ...], axis_resources={"i": "x"})(np.ones(5))
-    with pytest.raises(errors.DivisibilityError, match=r"axis 'i' \(6, inferred from argument 0\).*l=4"):
+    with pytest.raises(errors.DivisibilityError,
+                       match=r"Axis 'i' has size 6 \(inferred from argument 0\), split over l=4"):
         with nx.serial_loop("l", 4):
             xm(lambda x: x, ["i"], ["i"], axis_resources={"i": "l"})(np.ones(6))
 
@@ -331,32 +339,34 @@ def _conflict_cases():
             ["a", "b", ...],
             ["a", "b", ...],
             (np.ones((2, 2)),),
-            r"axes 'a' and 'b' are both mapped to the resource 'x', but they coincide in the named shape of "
-            r"argument 0 of the xmapped function",
+            r"Axes `a` and `b` are both mapped to the resource `x`, but they coincide in the named_shape of "
+            r"an input to an xmapped function <lambda> \(xmap called at .*test_xmap_errors.py:\d+ "
+            r"\(test_resource_conflicts\)\): argument 0 carries both",
         ),
         "inner": (
             lambda x, y: x + y,
             (["a", ...], ["b", ...]),
             ["a", "b", ...],
             (np.ones(2), np.ones(2)),
-            r"axes 'a' and 'b' are both mapped to the resource 'x', but they coincide in the named shape of "
-            r"a value returned from nx.add created at .*test_xmap_errors.py",
+            r"Axes `a` and `b` are both mapped to the resource `x`, but they coincide in the named_shape of "
+            r"a value returned from a primitive add created at .*test_xmap_errors.py",
         ),
         "inner_einsum": (
             lambda x, y: nx.einsum("{a},{b}->{a,b}", x, y),
             (["a", ...], ["b", ...]),
             ["a", "b", ...],
             (np.ones(2), np.ones(2)),
-            r"axes 'a' and 'b' are both mapped to the resource 'x', but they coincide in the named shape of "
-            r"a value returned from nx.einsum created at .*test_xmap_errors.py",
+            r"Axes `a` and `b` are both mapped to the resource `x`, but they coincide in the named_shape of "
+            r"a value returned from a primitive einsum created at .*test_xmap_errors.py",
         ),
         "out": (
             lambda x, y: (x, y),
             (["a", ...], ["b", ...]),
             (["a", "b", ...], ["b", ...]),
             (np.ones(2), np.ones(2)),
-            r"broadcast along axis 'b' which is assigned to resources 'x', but the output is already "
-            r"partitioned along 'x', because its named shape contains 'a'",
+            r"One of xmapped function \(<lambda>\) outputs is broadcast along axis `b` which is assigned to "
+            r"resources `x`, but the output is already partitioned along `x`, because its named shape "
+            r"contains `a`\. It is output \[0\]",
         ),
     }
 
@@ -386,10 +396,10 @@ def test_resource_conflicts_across_nesting(case):
         return xm(lambda w: w, [...], ["j", ...], axis_sizes={"j": 2}, axis_resources={"j": "x"})(v)
 
     msg = {
-        "args": r"axes 'i' and 'j' are both mapped to the resource 'x', but they coincide in the named shape "
-        r"of argument 0",
-        "inner": r"axes 'i' and 'j' .*resource 'x'.*value returned from nx.add",
-        "out": r"broadcast along axis 'j' which is assigned to resources 'x'.*contains 'i'",
+        "args": r"Axes `i` and `j` are both mapped to the resource `x`, but they coincide in the named_shape "
+        r"of an input to an xmapped function <lambda> \(xmap called at .*\): argument 0 carries both",
+        "inner": r"Axes `i` and `j` .*resource `x`.*value returned from a primitive add created at",
+        "out": r"broadcast along axis `j` which is assigned to resources `x`.*contains `i`",
     }[case]
     with jax.set_mesh(mesh((2,), ("x",))):
         with pytest.raises(errors.ResourceConflictError, match=msg):
@@ -400,7 +410,7 @@ def test_resource_conflict_args_loop():
     with nx.serial_loop("l", 2):
         with pytest.raises(
             errors.ResourceConflictError,
-            match=r"axes 'a' and 'b' are both mapped to the resource 'l', but they coincide",
+            match=r"Axes `a` and `b` are both mapped to the resource `l`, but they coincide",
         ):
             xm(lambda x: x, ["a", "b", ...], ["a", "b", ...], axis_resources={"a": "l", "b": "l"})(
                 np.ones((2, 2))
@@ -421,8 +431,9 @@ def test_loop_axis_cannot_be_referenced_in_the_body(body):
     }[body]
     with pytest.raises(
         errors.LoopAxisError,
-        match=rf"^{re.escape(where)}: named axes with loop resources assigned to them cannot be referenced "
-        r"inside the xmapped computation .* but 'i' violates that rule",
+        match=rf"^{re.escape(where)}: Named axes with loop resources assigned to them cannot be referenced "
+        r"inside the xmapped computation \(e\.g\. in collectives\), but `i` violates that rule: the body "
+        r"sees one chunk of 'i' at a time",
     ) as caught:
         xm(fn, ["i"], [...], axis_resources={"i": nx.SerialLoop(2)})(np.ones(8))
     # xmap raised a RuntimeError here
@@ -454,3 +465,145 @@ def test_resource_conflicts_are_jax_type_errors():
     assert "docs.jax.dev" not in str(e) and str(e).startswith("nx.xmap: ")
     again = pickle.loads(pickle.dumps(e))
     assert type(again) is type(e) and str(again) == str(e)
+
+
+# ------------------------------------------------------------------------------------------------------
+# xmap's own sentences: each message contains the sentence xmap raised (its tests matched on it), after
+# the "nx.xmap" prefix and before nx's added detail, and the error is also of xmap's class
+
+
+def _mesh_call(shape, names, f, *args, legacy=False):
+    def run():
+        devices = mesh(shape, names)
+        with devices if legacy else jax.set_mesh(devices):
+            return f(*args)
+
+    return run
+
+
+def _loop_call(f, *args):
+    def run():
+        with nx.serial_loop("l", 2):
+            return f(*args)
+
+    return run
+
+
+def _changes_mesh():
+    def body(v):
+        with Mesh(np.empty((), dtype=object), ()):
+            return xm(lambda w: w, {0: "b"}, {0: "b"})(v)
+
+    # entered as xmap's code entered meshes (`with Mesh(...)`), around the map and inside its body
+    return _mesh_call((2,), ("x",), xm(body, {0: "a"}, {0: "a"}, axis_resources={"a": "x"}),
+                      jnp.ones((2, 5, 6)), legacy=True)
+
+
+_TREE = [["x"], ["x"], ["x"]]
+_XMAP_SENTENCES = {
+    "repeated_resource": (
+        lambda: xm(lambda v: v, ["a", ...], ["a", ...], axis_resources={"a": ("x", "x")}),
+        ValueError, "Resource assignment of a single axis must be a tuple of distinct resources, but "
+        "specified ('x', 'x') for axis a"),
+    "missing_resource": (
+        _mesh_call((2,), ("y",), xm(lambda v: v, ["a", ...], ["a", ...], axis_resources={"a": "x"}),
+                   jnp.zeros(4)),
+        ValueError, "In-scope resources are insufficient to execute the xmapped function. The missing "
+        "resources are: {'x'}"),
+    "mesh_change": (_changes_mesh(), RuntimeError, "Changing the physical mesh is not allowed"),
+    "empty_arguments": (
+        lambda: xm(lambda v: v, ["i", ...], ["i", ...])({}), ValueError, "Failed to infer size of axes: i."),
+    "not_divisible": (
+        _mesh_call((2, 2), ("x", "y"), xm(lambda: 0.0, (), ["i", ...], axis_sizes={"i": 5},
+                                          axis_resources={"i": ("x", "y")})),
+        ValueError, "Size of axis i (5) is not divisible by the total number of resources assigned to this "
+        "axis (('x', 'y'), 4 in total)"),
+    "inconsistent_sizes": (
+        lambda: xm(lambda a, b: a, (["i", ...], ["i", ...]), ["i", ...])(jnp.arange(5), jnp.arange(6)),
+        ValueError, "The size of axis i was previously inferred to be 5, but found an argument of shape (6,) "
+        "with in_axes specification ['i', ...]. Shape mismatch occurs in dimension 0: 6 != 5"),
+    "inconsistent_with_axis_sizes": (
+        lambda: xm(lambda v: v, ["i", ...], ["i", ...], axis_sizes={"i": 5})(jnp.arange(6)),
+        ValueError, "The size of axis i was previously inferred to be 5, but found an argument of shape (6,) "
+        "with in_axes specification ['i', ...]. Shape mismatch occurs in dimension 0: 6 != 5"),
+    "in_axes_rank": (
+        lambda: xm(lambda v: v, ["i", "j", ...], ["j", "i", ...])(jnp.ones(5)),
+        ValueError, "One of xmap arguments has an in_axes specification of ['i', 'j', ...], which implies "
+        "that it has at least 2 dimensions, but the argument has rank 1"),
+    "out_axes_rank": (
+        lambda: xm(lambda v: v, ["i", ...], {1: "i"})(jnp.ones(5)),
+        ValueError, "One of xmap outputs has an out_axes specification of {1: 'i'}, which requires the "
+        "result of the xmapped function to have at least 1 positional dimensions, but it only has 0"),
+    "negative_in_axes": (
+        lambda: xm(lambda v: v, {-1: "i"}, {0: "i"})(jnp.ones(5)),
+        ValueError, "xmap doesn't support negative axes in in_axes"),
+    "negative_out_axes": (
+        lambda: xm(lambda v: v, {0: "i"}, {-1: "i"})(jnp.ones(5)),
+        ValueError, "xmap doesn't support negative axes in out_axes"),
+    "list_rank_argument": (
+        lambda: xm(lambda v: v, ["i", None], ["i", None])(jnp.ones(5)),
+        ValueError, "xmap argument has an in_axes specification of ['i', None], which asserts that it should "
+        "be of rank 2, but the argument has rank 1 (and shape (5,))"),
+    "list_rank_output": (
+        lambda: xm(lambda v: v.reshape((2, 2)), ["i", None], ["i", None])(jnp.ones((5, 4))),
+        ValueError, "xmap output has an out_axes specification of ['i', None], which asserts that it should "
+        "be of rank 2, but the output has rank 3 (and shape (5, 2, 2))"),
+    "extra_mapped_axes": (
+        lambda: xm(lambda a, b: a + b, (["a", ...], ["b", ...]), ["a", ...])(jnp.ones((4, 3)),
+                                                                             jnp.ones((2, 3))),
+        ValueError, "One of xmap results has an out_axes specification of ['a', ...], but is actually mapped "
+        "along more axes defined by this xmap call: b"),
+    "undefined_out_axis": (
+        lambda: xm(lambda a, b: a + b, (["a", ...], ["b", ...]), ["c", ...]),
+        ValueError, "All axis names appearing in out_axes must also appear in in_axes or axis_sizes, but the "
+        "following are missing: {'c'}"),
+    "undefined_resourced_axis": (
+        lambda: xm(lambda a, b: a + b, (["a", ...], ["a", ...]), ["a", ...], axis_resources={"b": "x"}),
+        ValueError, "All axes that were assigned resources have to appear in in_axes or axis_sizes, but the "
+        "following are missing: {'b'}"),
+    "conflict_in_arguments": (
+        _mesh_call((2,), ("x",), xm(lambda v: jax.lax.psum(v, ("a", "b")), ["a", "b"], [],
+                                    axis_resources={"a": "x", "b": "x"}), np.arange(16).reshape(4, 4)),
+        jax.errors.JAXTypeError, "Axes `a` and `b` are both mapped to the resource `x`, but they coincide in "
+        "the named_shape of an input to an xmapped function <lambda>"),
+    "conflict_inside": (
+        _mesh_call((2,), ("x",), xm(lambda a, b: a + b, (["a", ...], ["b", ...]), ["a", "b", ...],
+                                    axis_resources={"a": "x", "b": "x"}), np.ones((4, 3)), np.ones((2, 3))),
+        jax.errors.JAXTypeError, "Axes `a` and `b` are both mapped to the resource `x`, but they coincide in "
+        "the named_shape of a value returned from a primitive add created at"),
+    "conflict_in_outputs": (
+        _mesh_call((2,), ("x",), xm(lambda a, b: a, (["a", ...], ["b", ...]), ["a", "b", ...],
+                                    axis_resources={"a": "x", "b": "x"}), np.ones((4, 3)), np.ones((2, 3))),
+        jax.errors.JAXTypeError, "One of xmapped function (<lambda>) outputs is broadcast along axis `b` "
+        "which is assigned to resources `x`, but the output is already partitioned along `x`, because its "
+        "named shape contains `a`"),
+    "conflict_on_a_loop": (
+        _loop_call(xm(lambda v: v, ["a", "b"], ["a", "b"], axis_resources={"a": "l", "b": "l"}),
+                   np.ones((4, 4))),
+        jax.errors.JAXTypeError, "Axes `a` and `b` are both mapped to the resource `l`, but they coincide in "
+        "the named_shape of an input to an xmapped function <lambda>"),
+    "loop_axis_in_a_collective": (
+        _loop_call(xm(lambda v: jax.lax.psum(v, "i"), ["i"], [], axis_resources={"i": "l"}), np.arange(16.0)),
+        RuntimeError, "Named axes with loop resources assigned to them cannot be referenced inside the "
+        "xmapped computation (e.g. in collectives), but `i` violates that rule"),
+    "in_axes_tree_prefix": (
+        lambda: xm(lambda a, b: a, _TREE, _TREE)(jnp.ones(4), jnp.ones(4)),
+        ValueError, "xmap in_axes specification must be a tree prefix of the corresponding value, got "
+        "specification (['x'], ['x'], ['x']) for value tree PyTreeDef((*, *)). Note that xmap in_axes that "
+        "are non-trivial pytrees should always be wrapped in a tuple representing the argument list."),
+    "out_axes_tree_prefix": (
+        lambda: xm(lambda v: v, (_TREE,), (_TREE, ["x"]))([jnp.ones(4)] * 3),
+        ValueError, "xmap out_axes specification must be a tree prefix of the corresponding value, got "
+        "specification ([['x'], ['x'], ['x']], ['x']) for value tree PyTreeDef([*, *, *])."),
+}
+
+
+@pytest.mark.parametrize("case", sorted(_XMAP_SENTENCES))
+def test_messages_contain_xmaps_sentence(case):
+    call, xmap_class, sentence = _XMAP_SENTENCES[case]
+    with pytest.raises(errors.NamedAxisError) as caught:
+        call()
+    message = str(caught.value)
+    assert message.startswith("nx.xmap"), message
+    assert sentence in message, message
+    assert isinstance(caught.value, xmap_class)

@@ -285,7 +285,7 @@ def test_mesh_cannot_change_inside():
 
     with legacy(Mesh(np.array(jax.devices()[:2]), ("x",))):
         with pytest.raises(
-            errors.MeshChangeError, match="changing the physical mesh is not allowed inside nx.xmap"
+            errors.MeshChangeError, match="Changing the physical mesh is not allowed inside nx.xmap"
         ) as caught:
             xm(outer_body, ["i", ...], ["i", ...], axis_resources={"i": "x"})(np.ones((2, 4)))
     # xmap raised a RuntimeError here
@@ -307,7 +307,7 @@ def test_entering_another_or_no_mesh_inside_a_body_is_an_error(inner):
     f = xm(body, ["i", ...], ["i", ...], axis_resources={"i": "x"})
     with jax.set_mesh(auto_mesh((4, 2), ("x", "y"))):
         with pytest.raises(errors.MeshChangeError,
-                           match=r"nx.multiply at .*changing the physical mesh is not allowed inside nx.xmap "
+                           match=r"nx.multiply at .*Changing the physical mesh is not allowed inside nx.xmap "
                                  r".*\{'x': 4, 'y': 2\}"):
             f(jnp.arange(8.0))
         # the same body without the inner mesh runs

@@ -41,6 +41,7 @@ from ..errors import (
     MissingResourceError,
     ResourceConflictError,
     ResourceError,
+    fmt_names,
     wrong_type,
 )
 
@@ -134,9 +135,10 @@ def parse_resources(axis_resources: Mapping[str, Any] | None, where: str) -> dic
                     f"nx.SerialLoop(n), got {res!r}")
         named = [r for r in entries if isinstance(r, str)]
         if len(set(named)) != len(named):
+            twice = sorted({r for r in named if named.count(r) > 1})
             raise ResourceConflictError(
-                f"{where}: resource assignment of a single axis must be a tuple of distinct resources, but "
-                f"specified {res!r} for axis {name!r}")
+                f"{where}: Resource assignment of a single axis must be a tuple of distinct resources, but "
+                f"specified {res!r} for axis {name}. Axis {name!r} lists {fmt_names(twice)} more than once.")
         loops = [i for i, r in enumerate(entries) if isinstance(r, SerialLoop)]
         if loops and loops[0] != len(entries) - 1:
             raise MissingResourceError(
@@ -181,7 +183,7 @@ def resolve(parsed: Mapping[str, tuple], where: str) -> tuple[Plan, tuple]:
     loops_in_scope = in_scope_loops()
     mesh_names = tuple(mesh.axis_names) if mesh is not None else ()
     axes: dict[str, tuple[str, ...]] = {}
-    missing: list[str] = []
+    missing: dict[str, list[str]] = {}  # missing resource -> the names assigned to it
     loop: tuple[str, int] | None = None
     looped: list[str] = []
     for name, entries in parsed.items():
@@ -200,7 +202,7 @@ def resolve(parsed: Mapping[str, tuple], where: str) -> tuple[Plan, tuple]:
             elif r in loops_in_scope:
                 rname, length = r, loops_in_scope[r]
             else:
-                missing.append(r)
+                missing.setdefault(r, []).append(name)
                 continue
             if loop is not None and loop[0] != rname:
                 raise MissingResourceError(
@@ -216,10 +218,12 @@ def resolve(parsed: Mapping[str, tuple], where: str) -> tuple[Plan, tuple]:
                  "`with Mesh(devices, names):`)")
         if loops_in_scope:
             scope += f" and loops {sorted(loops_in_scope)}"
-        listed = "{" + ", ".join(repr(r) for r in sorted(set(missing))) + "}"  # xmap's set, in one order
+        listed = "{" + ", ".join(repr(r) for r in sorted(missing)) + "}"  # xmap's set, in one order
+        users = "; ".join(f"{r!r} by {'axis' if len(missing[r]) == 1 else 'axes'} {fmt_names(missing[r])}"
+                          for r in sorted(missing))
         raise MissingResourceError(
-            f"{where}: in-scope resources are insufficient to execute the xmapped function; the missing "
-            f"resources are: {listed} (in scope: {scope})")
+            f"{where}: In-scope resources are insufficient to execute the xmapped function. The missing "
+            f"resources are: {listed} (asked for {users}; in scope: {scope})")
     uses_mesh = any(r in mesh_names for res in axes.values() for r in res) or outer.mesh is not None
     if not uses_mesh:
         mesh = None
@@ -250,9 +254,10 @@ def check_divisible(plan: Plan, sizes: Mapping[str, int], where: str, origin: Ma
         if total and sizes[name] % total:
             names = tuple(r for r, _ in factors)
             raise DivisibilityError(
-                f"{where}: size of axis {name!r} ({sizes[name]}, {origin.get(name, 'inferred')}) is not "
-                f"divisible by the total number of resources assigned to this axis ({names!r}, {total} in "
-                f"total: {', '.join(f'{r}={f}' for r, f in factors)})")
+                f"{where}: Size of axis {name} ({sizes[name]}) is not divisible by the total number of "
+                f"resources assigned to this axis ({names!r}, {total} in total). Axis {name!r} has size "
+                f"{sizes[name]} ({origin.get(name, 'inferred')}), split over "
+                f"{', '.join(f'{r}={f}' for r, f in factors)}.")
 
 
 # --------------------------------------------------------------------------------------------------------
@@ -260,9 +265,10 @@ def check_divisible(plan: Plan, sizes: Mapping[str, int], where: str, origin: Ma
 
 
 def conflict_message(a: str, b: str, r: str, what: str) -> str:
-    return (f"nx.xmap: axes {a!r} and {b!r} are both mapped to the resource {loop_label(r)!r}, but they "
-            f"coincide in the named shape of {what}; a value cannot be split twice over one resource (map "
-            "them to different resources, or reduce one of them first)")
+    """xmap's sentence (its tests quote it; names in backquotes as it wrote them), then what to do."""
+    return (f"nx.xmap: Axes `{a}` and `{b}` are both mapped to the resource `{loop_label(r)}`, but they "
+            f"coincide in the named_shape of {what}. A value cannot be split twice over one resource: map "
+            f"{a!r} and {b!r} to different resources, or reduce one of them first")
 
 
 _PKG_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep  # the package, every layer
@@ -287,7 +293,7 @@ def check_same_mesh(expected: Any, found: Any, where: str) -> None:
             tuple(expected.axis_names), tuple(expected.axis_sizes)):
         return
     now = mesh_sizes(found) if found is not None else "no mesh"
-    raise MeshChangeError(f"{where}: changing the physical mesh is not allowed inside nx.xmap (the enclosing "
+    raise MeshChangeError(f"{where}: Changing the physical mesh is not allowed inside nx.xmap (the enclosing "
                           f"call runs on {mesh_sizes(expected)}, but {now} is in context here)")
 
 
@@ -303,8 +309,11 @@ def check_created(out: Any, static: Any = None) -> None:
         if type(v) is NamedArray and len(v.names) > 1:
             c = conflict(v.names, resources)
             if c is not None:
+                op = _op_name(static)
+                # xmap named the primitive ("a primitive add"); nx's operation nx.add is that primitive
+                prim = f"a primitive {op[3:]}" if op.startswith("nx.") else op
                 raise ResourceConflictError(conflict_message(
-                    *c, f"a value returned from {_op_name(static)} created at {user_location()}"))
+                    *c, f"a value returned from {prim} created at {user_location()}"))
 
 
 engine.install_created_check(check_created)

@@ -141,6 +141,7 @@ def _parse_tree(tree: Any, what: str) -> tuple[list[tuple[tuple, _Leaf]], Any]:
     out = []
     for path, entry in leaves:
         where = f"{_WHERE} {what}" + (f" at {keystr(path)}" if path else "")
+        _check_negative(entry, what, path)
         try:
             spec = parse(entry, where, what=f"{what} argument specification")
         except AxisSpecError as e:
@@ -153,6 +154,18 @@ def _parse_tree(tree: Any, what: str) -> tuple[list[tuple[tuple, _Leaf]], Any]:
             raise
         out.append((path, _Leaf(spec, _spec_text(entry))))
     return out, treedef
+
+
+def _check_negative(entry: Any, what: str, path: tuple) -> None:
+    # xmap's own sentence (its tests quote it), before the generic spec parser's, which any nx spec shares
+    if not isinstance(entry, Mapping):
+        return
+    for pos, name in entry.items():
+        if isinstance(pos, (int, np.integer)) and not isinstance(pos, bool) and pos < 0:
+            at = f" at {keystr(path)}" if path else ""
+            raise AxisSpecError(
+                f"{_WHERE}: xmap doesn't support negative axes in {what}, got {_tree_text(entry)}{at} "
+                f"(position {int(pos)} for axis {name!r}; count positions from the start)")
 
 
 _DICTS = (dict, collections.defaultdict)  # the dicts JAX flattens in sorted key order
@@ -313,15 +326,16 @@ class _Config:
         undefined = out_names - self.defined
         if undefined:
             raise UnplacedAxisError(
-                f"{_WHERE}: all axis names appearing in out_axes must also appear in in_axes or axis_sizes, "
+                f"{_WHERE}: All axis names appearing in out_axes must also appear in in_axes or axis_sizes, "
                 f"but the following are missing: {_set_text(undefined)} (an inner nx.xmap cannot place the "
                 "names of an enclosing one; they pass through its outputs as named axes)")
         self.resources = _res.parse_resources(axis_resources, _WHERE)
         unres = set(self.resources) - self.defined
         if unres:
             raise MissingResourceError(
-                f"{_WHERE}: all axes that were assigned resources have to appear in in_axes or axis_sizes, "
-                f"but the following are missing: {_set_text(unres)}")
+                f"{_WHERE}: All axes that were assigned resources have to appear in in_axes or axis_sizes, "
+                f"but the following are missing: {_set_text(unres)} (axis_resources assigns "
+                f"{ {n: self.resources[n] for n in sorted(unres)} })")
         if isinstance(donate_argnums, (int, np.integer)):
             donate_argnums = (int(donate_argnums),)
         self.donate_argnums = tuple(sorted({int(i) for i in donate_argnums}))
@@ -620,14 +634,18 @@ def _to_backend(args, backend: str):
 # Tracing: entry, body, exit
 
 
-def _match(treedef, leaves: list[tuple[tuple, _Leaf]], value: Any, what: str, user_spec: Any, nargs=None):
-    """Broadcast the spec prefix ``treedef`` over ``value``: ([(spec leaf, path, leaf)], value treedef)."""
+def _match(treedef, leaves: list[tuple[tuple, _Leaf]], value: Any, what: str, user_spec: Any, nargs=None,
+           given: Any = None):
+    """Broadcast the spec prefix ``treedef`` over ``value``: ([(spec leaf, path, leaf)], value treedef).
+
+    ``given``: the value as the user's function returned it, when ``value`` is that value with a top-level
+    list read as a tuple (:func:`_fit_out_tree`); a mismatch shows the structure the user wrote."""
     try:
         subtrees = treedef.flatten_up_to(value)
     except (ValueError, TypeError):
         _check_value_keys(value, what)
-        value_tree = jax.tree.structure(value, is_leaf=is_named)
-        msg = (f"{_WHERE}: {what} specification must be a tree prefix of the corresponding value, got "
+        value_tree = jax.tree.structure(value if given is None else given, is_leaf=is_named)
+        msg = (f"{_WHERE}: xmap {what} specification must be a tree prefix of the corresponding value, got "
                f"specification {user_spec!r} for value tree {value_tree}.")
         if what == "in_axes":
             msg += (" Note that xmap in_axes that are non-trivial pytrees should always be wrapped in a "
@@ -670,20 +688,23 @@ def _infer_sizes(cfg: _Config, matched) -> tuple[dict[str, int], dict[str, str]]
         label = _label(path, "argument")
         if spec.rank is not None and len(shape) != spec.rank:
             raise RankError(
-                f"{_WHERE}: {label} has an in_axes specification of {leaf.text}, which asserts that it "
-                f"should be of rank {spec.rank}, but the argument has rank {len(shape)} (and shape {shape})")
+                f"{_WHERE}: xmap argument has an in_axes specification of {leaf.text}, which asserts that it "
+                f"should be of rank {spec.rank}, but the argument has rank {len(shape)} (and shape {shape}). "
+                f"It is {label}.")
         need = spec.min_rank()
         if need > len(shape):
             raise RankError(
-                f"{_WHERE}: {label} has an in_axes specification of {leaf.text}, which implies that it has "
-                f"at least {need} dimensions, but the argument has rank {len(shape)} (shape {shape})")
+                f"{_WHERE}: One of xmap arguments has an in_axes specification of {leaf.text}, which implies "
+                f"that it has at least {need} dimensions, but the argument has rank {len(shape)}. It is "
+                f"{label}, of shape {shape}.")
         for pos, name in spec.axes:
             d = shape[pos]
             if name in sizes and sizes[name] != d:
                 raise AxisSizeError(
-                    f"{_WHERE}: the size of axis {name!r} was previously inferred to be {sizes[name]} "
-                    f"({origin[name]}), but {label} has shape {shape} with in_axes specification "
-                    f"{leaf.text}: shape mismatch in dimension {pos}: {d} != {sizes[name]}")
+                    f"{_WHERE}: The size of axis {name} was previously inferred to be {sizes[name]}, but "
+                    f"found an argument of shape {shape} with in_axes specification {leaf.text}. Shape "
+                    f"mismatch occurs in dimension {pos}: {d} != {sizes[name]}. Axis {name!r} has size "
+                    f"{sizes[name]} {origin[name]} and {d} in {label}.")
             if name not in sizes:
                 sizes[name] = d
                 origin[name] = f"inferred from {label}"
@@ -696,7 +717,7 @@ def _infer_sizes(cfg: _Config, matched) -> tuple[dict[str, int], dict[str, str]]
     missing = sorted(cfg.in_names - set(sizes))
     if missing:
         raise AxisSizeError(
-            f"{_WHERE}: failed to infer size of axes: {', '.join(missing)}. You've probably passed in empty "
+            f"{_WHERE}: Failed to infer size of axes: {', '.join(missing)}. You've probably passed in empty "
             "containers in place of arguments that had those axes in their in_axes. Provide the sizes of "
             "missing axes explicitly via axis_sizes to fix this error.")
     return sizes, origin
@@ -753,7 +774,8 @@ def _trace(cfg: _Config, plan: _res.Plan, *args):
             c = _res.conflict(x.names, resources)
             if c is not None:
                 raise ResourceConflictError(_res.conflict_message(
-                    *c, f"{label} of the xmapped function {cfg.name}"))
+                    *c, f"an input to an xmapped function {cfg.name} (xmap called at "
+                    f"{_res.user_location()}): {label} carries both"))
             wrapped.append(ctx.constrain(x))
 
         looped = {n: plan.loop[1] for n in plan.looped} if plan.loop is not None else {}
@@ -810,8 +832,8 @@ def _enter_and_exit(ctx: _Ctx, arg_tree, wrapped: list[NamedArray]) -> list:
         out = _run_looped(ctx, arg_tree, wrapped, ctx.looped)
     else:
         out = _call_body(ctx, arg_tree, wrapped)
-    out = _fit_out_tree(cfg.out_axes, out)
-    out_matched, out_tree = _match(cfg.out_tree, cfg.out_leaves, out, "out_axes", cfg.out_axes)
+    given, out = out, _fit_out_tree(cfg.out_axes, out)
+    out_matched, out_tree = _match(cfg.out_tree, cfg.out_leaves, out, "out_axes", cfg.out_axes, given=given)
     results = [_exit(ctx, v, leaf, _label(path, "output")) for leaf, path, v in out_matched]
     ctx.out_tree = out_tree
     return results
@@ -857,9 +879,9 @@ def _call_positional(ctx: _Ctx, arg_tree, leaves: list[NamedArray]) -> Any:
 
     def body(*elems):
         out = cfg.raw(*jax.tree.unflatten(arg_tree, list(elems)))
-        out = _fit_out_tree(cfg.out_axes, out)
+        # the structure the body returned, for the tree-prefix message (before a list is read as a tuple)
         out_box.append(jax.tree.structure(out, is_leaf=is_named))
-        return out
+        return _fit_out_tree(cfg.out_axes, out)
 
     f = body
     for k in reversed(range(len(mapped))):
@@ -906,8 +928,9 @@ def _loop_reference(e: NameError, ctx: _Ctx) -> None:
     m = re.search(r"unbound axis name: ([^\s.]+)", str(e))
     if m is not None and m.group(1) in ctx.looped:
         raise _contract(LoopAxisError(
-            f"{_WHERE}: named axes with loop resources assigned to them cannot be referenced inside the "
-            f"xmapped computation (e.g. in collectives or reductions), but {m.group(1)!r} violates that rule "
+            f"{_WHERE}: Named axes with loop resources assigned to them cannot be referenced inside the "
+            f"xmapped computation (e.g. in collectives), but `{m.group(1)}` violates that rule: the body "
+            f"sees one chunk of {m.group(1)!r} at a time, so reductions over it count too "
             f"({str(e).splitlines()[0]})")) from None
 
 
@@ -928,14 +951,14 @@ def _vmap_out_error(e: ValueError, ctx: _Ctx, out_box: list) -> None:
         real = name[:-len(LOOP_CHUNK_SUFFIX)] if name.endswith(LOOP_CHUNK_SUFFIX) else name
         omit = sorted({leaf.text for _, leaf in cfg.out_leaves if real not in leaf.spec.names})
         raise _contract(UnplacedAxisError(
-            f"{_WHERE}: an output of {cfg.name} has an out_axes specification of {' or '.join(omit)}, but "
-            f"is actually mapped along more axes defined by this xmap call: {real} (size "
-            f"{ctx.sizes.get(real, '?')}; the output varies along it). Give it a position in out_axes, or "
+            f"{_WHERE}: One of xmap results has an out_axes specification of {' or '.join(omit)}, but is "
+            f"actually mapped along more axes defined by this xmap call: {real}. An output of {cfg.name} "
+            f"varies along {real!r} (size {ctx.sizes.get(real, '?')}). Give it a position in out_axes, or "
             f"reduce it in the function (jax.lax.psum(y, {real!r}) sums it, jax.lax.pmean averages "
             "it)")) from None
     if "out_axes specification must be a tree prefix" in text and out_box:
         raise _contract(AxisSpecError(
-            f"{_WHERE}: out_axes specification must be a tree prefix of the corresponding value, got "
+            f"{_WHERE}: xmap out_axes specification must be a tree prefix of the corresponding value, got "
             f"specification {cfg.out_axes!r} for value tree {out_box[-1]}.")) from None
 
 
@@ -961,8 +984,9 @@ def _exit(ctx: _Ctx, value: Any, leaf: _Leaf, label: str):
     extra = sorted(n for n in x.names if n in ctx.sizes and n not in placed_names)
     if extra:
         raise UnplacedAxisError(
-            f"{_WHERE}: {label} has an out_axes specification of {leaf.text}, but is actually mapped along "
-            f"more axes defined by this xmap call: {', '.join(extra)}. Give them positions in out_axes, "
+            f"{_WHERE}: One of xmap results has an out_axes specification of {leaf.text}, but is actually "
+            f"mapped along more axes defined by this xmap call: {', '.join(extra)}. It is {label} of "
+            f"{ctx.cfg.name}. Give them positions in out_axes, "
             f"or remove them in the function: if the value is the same along {extra[0]!r} (for example "
             f"a jax.lax collective inside nx.nmap already reduced it), take one element, "
             f"y[{{{extra[0]!r}: 0}}]; "
@@ -972,25 +996,28 @@ def _exit(ctx: _Ctx, value: Any, leaf: _Leaf, label: str):
     final_rank = p + len(placed)
     if spec.rank is not None and final_rank != spec.rank:
         raise RankError(
-            f"{_WHERE}: {label} has an out_axes specification of {leaf.text}, which asserts that it should "
-            f"be of rank {spec.rank}, but the output has rank {final_rank} (and shape "
-            f"{_final_shape(x.shape, placed, ctx.sizes)})")
+            f"{_WHERE}: xmap output has an out_axes specification of {leaf.text}, which asserts that it "
+            f"should be of rank {spec.rank}, but the output has rank {final_rank} (and shape "
+            f"{_final_shape(x.shape, placed, ctx.sizes)}). It is {label} of {ctx.cfg.name}.")
     need = spec.min_rank() - len(placed)
     if need > p:
         raise RankError(
-            f"{_WHERE}: {label} has an out_axes specification of {leaf.text}, which requires the result of "
-            f"the xmapped function to have at least {need} positional dimensions, but it only has {p} (shape "
-            f"{x.shape})")
+            f"{_WHERE}: One of xmap outputs has an out_axes specification of {leaf.text}, which requires the "
+            f"result of the xmapped function to have at least {need} positional dimensions, but it only has "
+            f"{p}. It is {label} of {ctx.cfg.name}, of positional shape {x.shape}.")
     missing = [placed[r] for r in sorted(placed) if placed[r] not in x.names]  # in output position order
     if missing:
         c = _res.conflict(tuple(x.names) + tuple(missing), ctx.resources)
         if c is not None:
             a, b, r = c
             bc, have = (b, a) if b in missing else (a, b)
+            r = _res.loop_label(r)
             raise ResourceConflictError(
-                f"{_WHERE}: {label} of the xmapped function {ctx.cfg.name} is broadcast along axis {bc!r} "
-                f"which is assigned to resources {_res.loop_label(r)!r}, but the output is already "
-                f"partitioned along {_res.loop_label(r)!r}, because its named shape contains {have!r}")
+                f"{_WHERE}: One of xmapped function ({ctx.cfg.name}) outputs is broadcast along axis `{bc}` "
+                f"which is assigned to resources `{r}`, but the output is already partitioned along `{r}`, "
+                f"because its named shape contains `{have}`. It is {label}; a value cannot be split "
+                f"twice over one resource (map {bc!r} and {have!r} to different resources, or reduce "
+                f"{have!r} first)")
         full = dict(zip(x.names, x.data.shape[p:]))
         for n in missing:
             full[n] = ctx.sizes[n]

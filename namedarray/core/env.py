@@ -177,8 +177,9 @@ class AxisEnv:
         if name in self.loops:  # computed in chunks by a serial loop: the body only sees one chunk
             prefix = f"{where}: " if where else ""
             raise LoopAxisError(
-                f"{prefix}named axes with loop resources assigned to them cannot be referenced inside the "
-                f"xmapped computation (e.g. in collectives or reductions), but {name!r} violates that rule")
+                f"{prefix}Named axes with loop resources assigned to them cannot be referenced inside the "
+                f"xmapped computation (e.g. in collectives), but `{name}` violates that rule: the body sees "
+                f"one chunk of {name!r} at a time, so reductions over it count too")
         try:
             return self.sizes[name]
         except KeyError:
