@@ -607,3 +607,65 @@ def test_messages_contain_xmaps_sentence(case):
     assert message.startswith("nx.xmap"), message
     assert sentence in message, message
     assert isinstance(caught.value, xmap_class)
+
+
+# ------------------------------------------------------------------------------------------------------
+# Conflicts across nested maps whose bodies are positional (jax.lax.axis_index keeps them positional:
+# nx cannot call them on NamedArrays instead): still ResourceConflictErrors naming both names and the
+# mesh axis, never jax's internal errors about spmd_axis_name or duplicate mesh axes in a spec
+
+
+def _nested(inner_body, inner_in, inner_out, inner_mesh_axis="x", **inner_kw):
+    inner = xm(inner_body, inner_in, inner_out, axis_resources={"i": inner_mesh_axis}, **inner_kw)
+    return xm(inner, ["j", ...], ["j", ...], axis_resources={"j": "x"})
+
+
+@pytest.mark.parametrize("entered", ["set_mesh", "legacy"])
+def test_nested_conflict_made_inside_a_positional_inner_body(entered):
+    # the inner map computes a value varying along 'i' from one varying along the outer 'j'; both on 'x'
+    h = _nested(lambda v: jax.lax.axis_index("i") + v, [], ["i"], axis_sizes={"i": 4})
+    devices = mesh((2,), ("x",))
+    with jax.set_mesh(devices) if entered == "set_mesh" else devices:
+        with pytest.raises(errors.ResourceConflictError) as caught:
+            h(np.arange(4, dtype=np.int32))
+    message = str(caught.value)
+    assert message.startswith("nx.xmap: Axes `i` and `j` are both mapped to the resource `x`, but they "
+                              "coincide in the named_shape of a value returned from an xmapped function "
+                              "<lambda>"), message
+    assert "vmap spmd_axis_name" not in message.splitlines()[0]
+    assert isinstance(caught.value, jax.errors.JAXTypeError)
+
+
+def test_nested_conflicts_at_a_positional_inner_maps_edges():
+    with jax.set_mesh(mesh((2,), ("x",))):
+        # an argument of the inner map varying along 'j' and mapped along 'i'
+        args = _nested(lambda v: v + jax.lax.axis_index("i"), ["i"], ["i"])
+        with pytest.raises(errors.ResourceConflictError,
+                           match=r"Axes `i` and `j` are both mapped to the resource `x`, but they coincide "
+                                 r"in the named_shape of an input to an xmapped function <lambda>"):
+            args(np.arange(16.0).reshape(4, 4))
+        # an output of the inner map broadcast along 'i' while varying along 'j'
+        out = _nested(lambda v: v + 0 * jax.lax.axis_index("i"), [], ["i"], axis_sizes={"i": 4})
+        with pytest.raises(errors.ResourceConflictError, match=r"Axes `i` and `j` .* resource `x`"):
+            out(np.arange(4.0))
+
+
+def test_a_positional_bodys_output_carrying_two_names_of_one_mesh_axis():
+    # xmap reported it at the add; a positional body's jax operations are jax's, so nx reports it where the
+    # value leaves the body, naming both names and the mesh axis (not jax's duplicate-spec error)
+    f = xm(lambda a, b: a + b + 0 * jax.lax.axis_index("a"), (["a", ...], ["b", ...]), ["a", "b", ...],
+           axis_resources={"a": "x", "b": "x"})
+    with jax.set_mesh(mesh((2,), ("x",))):
+        with pytest.raises(errors.ResourceConflictError,
+                           match=r"Axes `a` and `b` are both mapped to the resource `x`, but they coincide "
+                                 r"in the named_shape of a value returned from an xmapped function <lambda> "
+                                 r".*: the output carries both"):
+            f(np.ones(4), np.ones(2))
+
+
+def test_nested_positional_maps_on_different_mesh_axes_run():
+    # no conflict where the names are on different mesh axes: the values are the plain ones
+    h = _nested(lambda v: jax.lax.axis_index("i") + v, [], ["i"], inner_mesh_axis="y", axis_sizes={"i": 4})
+    with jax.set_mesh(mesh((2, 2), ("x", "y"))):
+        out = h(np.arange(4, dtype=np.int32))
+    np.testing.assert_array_equal(out, np.arange(4)[:, None] + np.arange(4)[None, :])

@@ -49,6 +49,7 @@ and to serial loops (:class:`SerialLoop`, :func:`serial_loop`); it never changes
 
 from __future__ import annotations
 
+import ast
 import collections
 import contextlib
 import functools
@@ -727,8 +728,9 @@ class _Ctx:
     """What the entry, body and exit of one traced call share."""
 
     def __init__(self, cfg: _Config, plan: _res.Plan, sizes: dict[str, int], resources: dict[str, tuple],
-                 cmesh: Any):
+                 cmesh: Any, outer: _env.AxisEnv):
         self.cfg = cfg
+        self.outer = outer  # the environment the call is made in (an enclosing body's names)
         self.plan = plan
         self.sizes = sizes
         self.resources = resources  # every name in scope (outer ones too) -> resource names
@@ -740,10 +742,45 @@ class _Ctx:
     def mesh_axes(self, name: str) -> tuple[str, ...]:
         return self.plan.mesh_axes(name, self.resources)
 
-    def constrain(self, x: NamedArray) -> NamedArray:
+    def constrain(self, x: NamedArray, label: str = "a value") -> NamedArray:
         if self.cmesh is None:
             return x
-        return _res.constrain_named(x, self.plan, self.cmesh, self.resources)
+        try:
+            return _res.constrain_named(x, self.plan, self.cmesh, self.resources)
+        except ValueError as e:
+            self.enclosing_conflict(e, x.names, lambda a, b: (
+                f"an input to an xmapped function {self.cfg.name} (xmap called at {_res.user_location()}): "
+                f"{label} varies along {b!r} of an enclosing nx.xmap, and its in_axes map {a!r}"))
+            raise
+
+    def enclosing_conflict(self, e: ValueError, names: Sequence[str],
+                           what: Callable[[str, str], str]) -> None:
+        """Raise xmap's ResourceConflictError for jax's error about a value of an enclosing positional body
+        (per element along its names, under their vmaps) that this call lays out over a mesh axis one of
+        those names' vmap already splits it over: a value carrying both names. ``names``: the value's names
+        here; ``what(inner, outer)``: where the value is. Anything else is left to the caller to re-raise.
+
+        JAX says only which mesh axes clash (its vmap's ``spmd_axis_name``); the names are read back from
+        the resources, so that the message names both, as xmap's did."""
+        m = _SPMD_CLASH.search(str(e))
+        if m is None or isinstance(e, NamedAxisError):
+            return
+        try:
+            spmd = ast.literal_eval(m.group(1))
+        except (ValueError, SyntaxError):
+            return
+        clash = set(spmd) if isinstance(spmd, tuple) else {spmd}
+        inner = [n for n in names if clash & set(self.mesh_axes(n))]
+        outer = [n for n in self.outer.jax_names if clash & set(self.mesh_axes(n))]
+        if not inner or not outer:
+            return
+        a, b = inner[0], outer[0]
+        r = next(r for r in self.mesh_axes(a) if r in self.mesh_axes(b))
+        raise ResourceConflictError(_res.conflict_message(a, b, r, what(a, b))) from None
+
+
+# JAX's error for a sharding constraint, under a vmap with spmd_axis_name, that uses the vmap's mesh axes
+_SPMD_CLASH = re.compile(r"vmap spmd_axis_name (\(.*?\)) cannot appear in with_sharding_constraint spec")
 
 
 def _trace(cfg: _Config, plan: _res.Plan, *args):
@@ -765,7 +802,7 @@ def _trace(cfg: _Config, plan: _res.Plan, *args):
             stack.enter_context(jax.sharding.use_abstract_mesh(cmesh))
             matched = [(leaf, path, jax.sharding.reshard(_as_array(v), PartitionSpec()))
                        if type(v) is not NamedArray else (leaf, path, v) for leaf, path, v in matched]
-        ctx = _Ctx(cfg, plan, sizes, resources, cmesh)
+        ctx = _Ctx(cfg, plan, sizes, resources, cmesh, outer)
 
         wrapped = []
         for leaf, path, v in matched:
@@ -776,7 +813,7 @@ def _trace(cfg: _Config, plan: _res.Plan, *args):
                 raise ResourceConflictError(_res.conflict_message(
                     *c, f"an input to an xmapped function {cfg.name} (xmap called at "
                     f"{_res.user_location()}): {label} carries both"))
-            wrapped.append(ctx.constrain(x))
+            wrapped.append(ctx.constrain(x, label))
 
         looped = {n: plan.loop[1] for n in plan.looped} if plan.loop is not None else {}
         for n in looped:  # the chunk of a looped axis carries another name inside the loop body
@@ -1005,6 +1042,13 @@ def _exit(ctx: _Ctx, value: Any, leaf: _Leaf, label: str):
             f"{_WHERE}: One of xmap outputs has an out_axes specification of {leaf.text}, which requires the "
             f"result of the xmapped function to have at least {need} positional dimensions, but it only has "
             f"{p}. It is {label} of {ctx.cfg.name}, of positional shape {x.shape}.")
+    c = _res.conflict(x.names, ctx.resources)
+    if c is not None:
+        # a positional body's output carries every name its out_axes place (its vmaps put them there), so a
+        # conflict a jax operation inside made shows here; a body on NamedArrays reports it where it is made
+        raise ResourceConflictError(_res.conflict_message(
+            *c, f"a value returned from an xmapped function {ctx.cfg.name} (xmap called at "
+            f"{_res.user_location()}): {label} carries both"))
     missing = [placed[r] for r in sorted(placed) if placed[r] not in x.names]  # in output position order
     if missing:
         c = _res.conflict(tuple(x.names) + tuple(missing), ctx.resources)
@@ -1033,7 +1077,14 @@ def _exit(ctx: _Ctx, value: Any, leaf: _Leaf, label: str):
     dims = tuple(placed.get(r, _POSITIONAL) for r in range(final_rank)) + tuple(rest)
     pspec = placement.storage_spec(len(dims), dims, ctx.mesh_axes)
     if ctx.cmesh is not None:
-        data = placement.constrain(data, pspec, ctx.cmesh)
+        try:
+            data = placement.constrain(data, pspec, ctx.cmesh)
+        except ValueError as e:
+            ctx.enclosing_conflict(e, names, lambda a, b: (
+                f"a value returned from an xmapped function {ctx.cfg.name} (xmap called at "
+                f"{_res.user_location()}): {label} varies along {b!r} of an enclosing nx.xmap, and its "
+                f"out_axes place {a!r}"))
+            raise
     return (_make(data, tuple(rest)) if rest else data), pspec
 
 
