@@ -107,27 +107,31 @@ def test_explicit_mesh_axes_give_the_same_values(problem):
     assert_close(grads, grads_ref)
 
 
-def test_training_steps_give_the_same_losses():
+def train(forward, init_fn, batch_fn, steps=5, loss=None):
+    """``steps`` adamw steps from ``init_fn(key 0)`` on batches ``batch_fn(key 10 + i)``: (losses, params)."""
     optimizer = optax.adamw(1e-2, weight_decay=1e-2)
+    loss = loss or loss_of
 
-    def train(forward, steps=3):
-        def step(params, state, x):
-            loss, grads = nx.value_and_grad(loss_of(forward))(params, x)
-            updates, state = optimizer.update(grads, state, params)
-            return optax.apply_updates(params, updates), state, loss
+    def step(params, state, x):
+        value, grads = nx.value_and_grad(loss(forward))(params, x)
+        updates, state = optimizer.update(grads, state, params)
+        return optax.apply_updates(params, updates), state, value
 
-        params = nx.jit(init)(jax.random.key(0))
-        state = optimizer.init(params)
-        losses, jitted = [], nx.jit(step)
-        for i in range(steps):
-            params, state, loss = jitted(params, state, batch(jax.random.key(10 + i)))
-            losses.append(float(loss))
-        return losses, params
+    params = nx.jit(init_fn)(jax.random.key(0))
+    state = optimizer.init(params)
+    losses, jitted = [], nx.jit(step)
+    for i in range(steps):
+        params, state, value = jitted(params, state, batch_fn(jax.random.key(10 + i)))
+        losses.append(float(value))
+    return losses, params
 
-    reference, params_ref = train(fold)
+
+def test_training_steps_give_the_same_losses():
+    reference, params_ref = train(fold, init, batch)            # one device
     with jax.set_mesh(auto_mesh((4, 2), ("stage", "data"))), nx.axis_rules(PIPE):
-        losses, params = train(piped)
+        losses, params = train(piped, init, batch)
         assert params["w_out"].sharding.spec[0] == "stage"    # the parameters never left their stages
+    assert len(losses) == 5
     np.testing.assert_allclose(losses, reference, rtol=1e-5)
     assert losses[-1] < losses[0]
     assert_close(params, params_ref, rtol=1e-4)
@@ -239,6 +243,92 @@ def test_llama_style_decoder_pipelined():
     assert_close(grads, grads_ref)
     found = collectives(text)
     assert found.get("collective-permute", 0) >= 2 and "all-gather" not in found
+
+
+KV_HEADS, GROUP, HEAD_DIM, SEQ = 4, 2, 4, 4      # 8 query heads, each pair sharing one key/value head
+
+
+def gqa_init(key, layers=LAYERS, embed=EMBED, mlp=HIDDEN):
+    keys = iter(jax.random.split(key, 8))
+
+    def dense(**shape):
+        fan_in = shape[next(iter(shape))]
+        return nx.random.normal(next(keys), named_shape={"layer": layers, **shape}) / np.sqrt(fan_in)
+
+    heads = dict(kv_heads=KV_HEADS, head_dim=HEAD_DIM)
+    return {"attn_norm": nx.ones(named_shape={"layer": layers, "embed": embed}),
+            "wq": dense(embed=embed, kv_heads=KV_HEADS, group=GROUP, head_dim=HEAD_DIM),
+            "wk": dense(embed=embed, **heads), "wv": dense(embed=embed, **heads),   # no 'group': shared
+            "wo": dense(kv_heads=KV_HEADS, group=GROUP, head_dim=HEAD_DIM, embed_out=embed),
+            "mlp_norm": nx.ones(named_shape={"layer": layers, "embed": embed}),
+            "w_gate": dense(embed=embed, mlp=mlp), "w_up": dense(embed=embed, mlp=mlp),
+            "w_down": dense(mlp=mlp, embed_out=embed)}
+
+
+def gqa_layer(p, h):
+    """A Llama-style decoder layer with grouped-query attention: the query carries 'kv_heads' x 'group'
+    (8 heads), the keys and values 'kv_heads' alone (4 heads), so each key/value head serves 2 query heads
+    and is never copied along 'group'."""
+    u = nx.nn.rms_norm(h, "embed", p["attn_norm"])
+    q = nx.dot(u, p["wq"], axis="embed").shard()
+    k = nx.dot(u, p["wk"], axis="embed").rename({"seq": "kv_seq"}).shard()
+    v = nx.dot(u, p["wv"], axis="embed").rename({"seq": "kv_seq"}).shard()
+    assert "group" not in k.names and q.named_shape["group"] == GROUP
+    causal = nx.arange(h.named_shape["seq"], name="seq") >= nx.arange(h.named_shape["seq"], name="kv_seq")
+    a = nx.nn.dot_product_attention(q, k, v, mask=causal, seq_axis="seq", kv_seq_axis="kv_seq",
+                                    head_axis="head_dim", heads_axis="kv_heads")
+    h = h + nx.dot(a, p["wo"], axis=("kv_heads", "group", "head_dim")).rename({"embed_out": "embed"}).shard()
+    u = nx.nn.rms_norm(h, "embed", p["mlp_norm"])
+    gated = nx.nn.silu(nx.dot(u, p["w_gate"], axis="embed")) * nx.dot(u, p["w_up"], axis="embed")
+    return h + nx.dot(gated.shard(), p["w_down"], axis="mlp").rename({"embed_out": "embed"}).shard()
+
+
+def gqa_batch(key):
+    # 16 rows: 8 microbatches of 2, each split over the 2 devices of 'data'
+    return nx.random.normal(key, named_shape={"batch": 16, "seq": SEQ, "embed": EMBED})
+
+
+def gqa_fold(p, x):
+    return nx.scan(lambda h, q: (gqa_layer(q, h), None), x, p, axis="layer")[0]
+
+
+def gqa_piped(p, x):
+    return nx.pipeline(gqa_layer, p, x, microbatches=MICRO)
+
+
+def gqa_loss(forward):
+    return lambda p, x: nx.mean(forward(p, x) ** 2, axis=("batch", "seq", "embed"))
+
+
+def test_grouped_query_attention_decoder_pipelined():
+    """L = 8 grouped-query decoder layers on (4, 2) stage x data, M = 8: the forward values and gradients
+    equal the fold on one device."""
+    params, x = gqa_init(jax.random.key(0)), gqa_batch(jax.random.key(1))
+    y_ref = gqa_fold(params, x)                                 # one device: no mesh, no rules
+    value_ref, grads_ref = nx.value_and_grad(gqa_loss(gqa_fold))(params, x)
+    with jax.set_mesh(auto_mesh((4, 2), ("stage", "data"))), nx.axis_rules(PIPE):
+        y = nx.jit(gqa_piped)(params, x)
+        compiled = nx.jit(nx.value_and_grad(gqa_loss(gqa_piped))).lower(params, x).compile()
+        value, grads = compiled(params, x)
+    assert y.named_shape == x.named_shape
+    assert_close(y, y_ref)
+    assert np.isclose(float(value), float(value_ref), rtol=1e-5)
+    assert_close(grads, grads_ref)
+    assert grads["wk"].named_shape == {"layer": LAYERS, "embed": EMBED, "kv_heads": KV_HEADS,
+                                       "head_dim": HEAD_DIM}
+    assert grads["wq"].sharding.spec[0] == "stage"
+    found = collectives(compiled.as_text())
+    assert found.get("collective-permute", 0) >= 2 and "all-gather" not in found
+
+
+def test_grouped_query_attention_training_steps_give_the_same_losses():
+    reference, params_ref = train(gqa_fold, gqa_init, gqa_batch, loss=gqa_loss)
+    with jax.set_mesh(auto_mesh((4, 2), ("stage", "data"))), nx.axis_rules(PIPE):
+        losses, params = train(gqa_piped, gqa_init, gqa_batch, loss=gqa_loss)
+    assert len(losses) == 5
+    np.testing.assert_allclose(losses, reference, rtol=1e-5)
+    assert losses[-1] < losses[0]
+    assert_close(params, params_ref, rtol=1e-4)
 
 
 # ------------------------------------------------------------------------------------------------------
