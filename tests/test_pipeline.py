@@ -332,6 +332,83 @@ def test_grouped_query_attention_training_steps_give_the_same_losses():
 
 
 # ------------------------------------------------------------------------------------------------------
+# The circular schedule: repeats=R
+
+
+@pytest.mark.parametrize("shape,names,rules,repeats,micro,remat", [
+    ((4, 2), ("stage", "data"), PIPE, 2, 8, False),
+    ((4, 2), ("stage", "data"), PIPE, 4, 4, True),
+    ((8,), ("stage",), {"layer": "stage"}, 2, 8, False)], ids=["stage4_R2", "stage4_R4_M4_remat", "stage8_R2"])
+def test_circular_values_and_gradients_equal_the_fold(shape, names, rules, repeats, micro, remat):
+    params, x = init(jax.random.key(0), layers=16), batch(jax.random.key(1))
+    y_ref = fold(params, x)                                     # one device
+    value_ref, grads_ref = nx.value_and_grad(loss_of(fold))(params, x)
+
+    def circular(p, x):
+        return nx.pipeline(residual_mlp, p, x, microbatches=micro, repeats=repeats, remat=remat)
+
+    with jax.set_mesh(auto_mesh(shape, names)), nx.axis_rules(rules):
+        y = nx.jit(circular)(params, x)
+        compiled = nx.jit(nx.value_and_grad(loss_of(circular))).lower(params, x).compile()
+        value, grads = compiled(params, x)
+    assert_close(y, y_ref)
+    assert np.isclose(float(value), float(value_ref), rtol=1e-5)
+    assert_close(grads, grads_ref)
+    assert grads["w_in"].sharding.spec[0] == "stage"           # back in the layout the parameters came in
+    assert collectives(compiled.as_text()).get("collective-permute", 0) >= 2
+
+
+def test_circular_layer_l_runs_on_stage_l_div_run_mod_s():
+    """Each layer writes the stage it ran on into its own column: layer l of L = 16 on S = 4 stages with
+    R = 2 runs on stage (l // 2) % 4, so the microbatches go round the ring twice."""
+    L, S, R = 16, 4, 2
+    params = {"id": nx.arange(L, name="layer")}
+
+    def record(p, h):
+        column = nx.arange(L, name="slot") == p["id"]
+        return h + nx.where(column, jax.lax.axis_index("stage") + 1.0, 0.0)
+
+    x = nx.zeros(named_shape={"batch": 8, "slot": L})
+    with jax.set_mesh(auto_mesh((S, 2), ("stage", "data"))), nx.axis_rules(PIPE):
+        y = nx.jit(lambda p, x: nx.pipeline(record, p, x, microbatches=4, repeats=R))(params, x)
+    ran_on = np.asarray(y.unwrap(["batch", "slot"])) - 1
+    assert (ran_on == [(l // (L // (S * R))) % S for l in range(L)]).all()
+
+
+def test_circular_errors():
+    x = batch(jax.random.key(1))
+    with jax.set_mesh(auto_mesh((4, 2), ("stage", "data"))), nx.axis_rules(PIPE):
+        with pytest.raises(nx.errors.DivisibilityError,
+                           match=r"axis 'layer' of params has size 12, which 4 stages.*repeats=2 do not divide"
+                                 r".*multiple of 8"):
+            nx.pipeline(residual_mlp, init(jax.random.key(0), layers=12), x, microbatches=8, repeats=2)
+        with pytest.raises(nx.errors.AxisSizeError,
+                           match=r"repeats=2.*microbatches=2 on 4 stages of mesh axes \('stage',\)"):
+            nx.pipeline(residual_mlp, init(jax.random.key(0), layers=16), x, microbatches=2, repeats=2)
+    with pytest.raises(nx.errors.AxisSpecError, match="repeats must be a positive int"):
+        nx.pipeline(residual_mlp, init(jax.random.key(0)), x, microbatches=8, repeats=0)
+    with pytest.raises(nx.errors.AxisSpecError, match="repeats must be a positive int"):
+        nx.visualize_pipeline(4, 8, repeats=0)
+
+
+def test_circular_without_a_rule_is_the_fold(problem):
+    params, x, y_ref, *_ = problem
+    assert_close(nx.pipeline(residual_mlp, params, x, microbatches=2, repeats=4), y_ref, rtol=1e-6)
+
+
+def test_visualize_the_circular_schedule():
+    S, M, R = 4, 8, 2
+    rows = str(nx.visualize_pipeline(S, M, repeats=R)).splitlines()
+    cells = [row.split("|")[1].split() for row in rows[2:2 + S]]
+    assert all(len(row) == R * M + S - 1 for row in cells)
+    for s, row in enumerate(cells):                            # microbatch (t - s) % M, pass (t - s) // M
+        assert row[s:s + R * M] == [f"{m}{p}" for p in "ab" for m in range(M)]
+        assert row.count(".") == S - 1
+    assert bubble_fraction(S, M, R) == (S - 1) / (R * M + S - 1)
+    assert f"{(S - 1) / (R * M + S - 1):.1%}" in rows[-1] and "2 passes round the ring" in rows[-1]
+
+
+# ------------------------------------------------------------------------------------------------------
 # Errors
 
 

@@ -18,6 +18,19 @@ is thrown away) in ``S - 1`` of the ``M + S - 1`` steps: the bubble, an idle fra
 the previous one, and each stage's parameter gradients stay on it. ``remat=True`` recomputes a stage's step
 in the backward pass instead of keeping its activations (``jax.checkpoint`` around it).
 
+``repeats=R`` runs the circular (looped) schedule instead: the layers are cut into ``S R`` runs of ``L/(S R)``
+and run ``j`` goes to stage ``j % S``, so layer ``l`` is on stage ``(l // (L/(S R))) % S`` and each stage holds
+``R`` runs that are not contiguous. A microbatch goes round the ring of stages ``R`` times, through run
+``k S + s`` on its ``k``-th pass at stage ``s``: at step ``t`` of ``R M + S - 1`` stage ``s`` works on
+microbatch ``(t - s) % M``, pass ``(t - s) // M``. What leaves the last stage comes round to stage 0, which
+keeps it until its next pass is due (``M - S + 1`` steps later, so ``M >= S``). A step now runs ``L/(S R)``
+layers, and a stage idles in ``S - 1`` of the ``R M + S - 1`` steps, an idle fraction of
+``(S - 1) / (R M + S - 1)``: ``R`` times more steps of ``1/R`` the work, with the same ``S - 1`` idle ones.
+The price is ``R`` times more permutes (each one microbatch of activations) and, since the rules split
+``layer`` into contiguous blocks, moving each run to its stage once per call, and the gradients back:
+collectives over the parameters (all-to-alls, and gathers among a few stages, as XLA compiles the
+reordering) that ``R = 1`` does not need.
+
 The names decide everything else, as everywhere in nx:
 
 * other rules compose: under ``{"layer": "stage", "batch": "data"}`` every microbatch keeps its ``batch``
@@ -81,7 +94,7 @@ _WHERE = "nx.pipeline"
 
 def pipeline(layer_fn: Callable[[Any, NamedArray], NamedArray], params: Any, x: NamedArray,
              axis: str = "layer", *, microbatches: int, microbatch_axis: str = "batch",
-             remat: bool | Callable = False) -> NamedArray:
+             remat: bool | Callable = False, repeats: int = 1) -> NamedArray:
     """Fold ``layer_fn`` over the layers of ``params`` stacked along ``axis``, as a pipeline where a rule maps
     ``axis`` to mesh axes (see the module docstring).
 
@@ -89,7 +102,10 @@ def pipeline(layer_fn: Callable[[Any, NamedArray], NamedArray], params: Any, x: 
     shape (with ``microbatch_axis`` cut ``microbatches`` ways when pipelined), and the result must have
     ``h``'s names, positional shape and dtype. ``params`` is a pytree whose NamedArrays carry ``axis`` (leaves
     without it reach every layer whole). ``remat=True`` (or a ``jax.checkpoint_policies`` policy) recomputes
-    each step's activations in the backward pass. Returns the result of the last layer, laid out as ``x``.
+    each step's activations in the backward pass. ``repeats=R`` runs the circular schedule: each stage holds
+    ``R`` runs of ``L/(S*R)`` layers and the microbatches go round the stages ``R`` times (``L`` must divide
+    by ``S*R`` and ``microbatches`` be at least ``S``). Returns the result of the last layer, laid out as
+    ``x``.
 
     >>> import jax, jax.numpy as jnp, namedarray as nx
     >>> params = {"b": nx.wrap(jnp.arange(4.0), ["layer"])}
@@ -111,6 +127,10 @@ def pipeline(layer_fn: Callable[[Any, NamedArray], NamedArray], params: Any, x: 
         raise AxisSpecError(f"{_WHERE}: microbatches must be a positive int (how many pieces "
                             f"{microbatch_axis!r} is cut into), got {microbatches!r}")
     m = int(microbatches)
+    if isinstance(repeats, bool) or not isinstance(repeats, numbers.Integral) or repeats < 1:
+        raise AxisSpecError(f"{_WHERE}: repeats must be a positive int (how many times the microbatches go "
+                            f"round the stages), got {repeats!r}")
+    r = int(repeats)
     length = _layers(params, axis)
     sizes = named_sizes(x)
     if microbatch_axis not in sizes:
@@ -129,16 +149,28 @@ def pipeline(layer_fn: Callable[[Any, NamedArray], NamedArray], params: Any, x: 
             return layer_fn(p, h), None
         return scan(layer, x, params, axis=axis, remat=remat)[0]
 
-    if length % stages:
+    if length % (stages * r):
+        if r == 1:
+            raise DivisibilityError(
+                f"{_WHERE}: axis {axis!r} of params has size {length}, which the {stages} stages of mesh axes "
+                f"{stage_axes} it maps to do not divide (each stage holds an equal run of layers): use a "
+                f"layer count that is a multiple of {stages}, or map {axis!r} to fewer devices")
         raise DivisibilityError(
-            f"{_WHERE}: axis {axis!r} of params has size {length}, which the {stages} stages of mesh axes "
-            f"{stage_axes} it maps to do not divide (each stage holds an equal run of layers): use a layer "
-            f"count that is a multiple of {stages}, or map {axis!r} to fewer devices")
+            f"{_WHERE}: axis {axis!r} of params has size {length}, which {stages} stages (mesh axes "
+            f"{stage_axes}) times repeats={r} do not divide (each stage holds {r} equal runs of layers): use "
+            f"a layer count that is a multiple of {stages * r}, or fewer repeats")
+    if r > 1 and m < stages:
+        # a microbatch leaving the last stage re-enters stage 0 M - S + 1 steps later: with fewer
+        # microbatches than stages it would be needed there before it is done
+        raise AxisSizeError(
+            f"{_WHERE}: the circular schedule (repeats={r}) needs at least as many microbatches as stages, "
+            f"so that a microbatch is back at stage 0 before its next pass is due; got microbatches={m} on "
+            f"{stages} stages of mesh axes {stage_axes} (axis {microbatch_axis!r} of x has size {batch})")
     _check_microbatch_layout(x, microbatch_axis, batch // m, stage_axes)
 
-    key = (axis, microbatch_axis, m, stages, stage_axes, remat if _hashable(remat) else None)
+    key = (axis, microbatch_axis, m, stages, stage_axes, r, remat if _hashable(remat) else None)
     run = built_around(layer_fn, key if _hashable(remat) else None,
-                       lambda get: _pipelined(get, axis, microbatch_axis, m, stages, stage_axes, remat))
+                       lambda get: _pipelined(get, axis, microbatch_axis, m, stages, stage_axes, remat, r))
     return run(params, x)
 
 
@@ -210,7 +242,7 @@ def _hashable(v: Any) -> bool:
 
 
 def _pipelined(get_fn: Callable[[], Callable], axis: str, name: str, m: int, stages: int,
-               stage_axes: tuple[str, ...], remat: Any) -> Callable:
+               stage_axes: tuple[str, ...], remat: Any, repeats: int = 1) -> Callable:
     """The pipelined fold, for ``layer_fn = get_fn()``: a ``jax.shard_map`` manual over the stage mesh axes
     alone, so that the rules lay out every other name inside as outside (``nx.shard_map`` would lay its
     arguments out by the names it splits only, gathering ``x``'s other mesh axes on entry)."""
@@ -226,22 +258,41 @@ def _pipelined(get_fn: Callable[[], Callable], axis: str, name: str, m: int, sta
                 return _fit(get_fn()(q, c), c, "layer_fn"), None
             return scan(layer, h, p, axis=axis)[0]
 
+        def run_of(t):  # the run of layers stage s uses at step t: its pass (t - s) // M over the ring
+            if repeats == 1:
+                return params
+            k = jnp.clip((t - stage) // m, 0, repeats - 1)
+            return jax.tree.map(lambda v: _chunk(v, axis, k, repeats), params, is_leaf=is_named)
+
         def step(carry, t):
-            state, outs = carry
-            # stage 0 takes microbatch t (the last one again once they are all in: its result is dropped);
-            # the others take what the previous stage handed on
-            fresh = jax.lax.dynamic_index_in_dim(mbs, jnp.minimum(t, m - 1), 0, keepdims=False)
+            state, outs, back = carry
+            if repeats == 1:
+                # stage 0 takes microbatch t (the last one again once they are all in: its result is
+                # dropped); the others take what the previous stage handed on
+                fresh = jax.lax.dynamic_index_in_dim(mbs, jnp.minimum(t, m - 1), 0, keepdims=False)
+            else:
+                # what came round the ring is microbatch t - S after a pass: stage 0 keeps it until its
+                # next pass is due, M - S + 1 steps after it left the last stage (the same step when M = S)
+                came = t - stages
+                slot = jnp.mod(jnp.maximum(came, 0), m)
+                kept = jax.lax.dynamic_index_in_dim(back, slot, 0, keepdims=False)
+                back = jax.lax.dynamic_update_index_in_dim(back, jnp.where(came >= 0, state, kept), slot, 0)
+                # stage 0 takes microbatch t mod M: fresh in the first pass, from the ring after it
+                mb = jnp.mod(t, m)
+                fresh = jnp.where(t < m, jax.lax.dynamic_index_in_dim(mbs, mb, 0, keepdims=False),
+                                  jax.lax.dynamic_index_in_dim(back, mb, 0, keepdims=False))
             h = _make(jnp.where(stage == 0, fresh, state), names).shard()
-            out = align(stage_fn(h, params), names)
-            # the last stage finished microbatch t - (S - 1): keep it (before step S - 1 it has none)
-            done = t - (stages - 1)
+            out = align(stage_fn(h, run_of(t)), names)
+            # the last stage finished microbatch t - (S - 1) - (R - 1) M of its last pass: keep it
+            done = t - (stages - 1) - (repeats - 1) * m
             slot = jnp.clip(done, 0, m - 1)
             old = jax.lax.dynamic_index_in_dim(outs, slot, 0, keepdims=False)
             new = jnp.where(last & (done >= 0), out, old)
             outs = jax.lax.dynamic_update_index_in_dim(outs, new, slot, 0)
-            # hand each result to the next stage (the last one's goes round to stage 0, which ignores it)
+            # hand each result to the next stage (the last one's goes round to stage 0: its next pass, or
+            # ignored in the last one)
             state = jax.lax.ppermute(out, stage_axes, [(s, (s + 1) % stages) for s in range(stages)])
-            return (state, outs), None
+            return (state, outs, back), None
 
         if remat is True:
             step = jax.checkpoint(step, prevent_cse=False)
@@ -249,8 +300,10 @@ def _pipelined(get_fn: Callable[[], Callable], axis: str, name: str, m: int, sta
             step = jax.checkpoint(step, prevent_cse=False, policy=remat)
         # every stage starts from a real microbatch rather than zeros, so that a layer that is not finite
         # at zero (a norm without epsilon) puts no NaN into the gradient through the steps it idles
-        init = jax.lax.pcast((mbs[0], jnp.zeros_like(mbs)), stage_axes, to="varying")
-        (_, outs), _ = jax.lax.scan(step, init, jnp.arange(m + stages - 1))
+        # (the ring's store, `back`, starts as the microbatches themselves, for the same reason)
+        back = mbs if repeats > 1 else jnp.zeros((), mbs.dtype)
+        init = jax.lax.pcast((mbs[0], jnp.zeros_like(mbs), back), stage_axes, to="varying")
+        (_, outs, _), _ = jax.lax.scan(step, init, jnp.arange(repeats * m + stages - 1))
         # only the last stage holds the results: one all-reduce gives them to every stage
         outs = jax.lax.psum(jnp.where(last, outs, jnp.zeros_like(outs)), stage_axes)
         return _make(_joined(outs, x, name), names)
@@ -260,6 +313,9 @@ def _pipelined(get_fn: Callable[[], Callable], axis: str, name: str, m: int, sta
         # the parameters laid out by the rules (a no-op under nx.jit, which placed them so already):
         # shard_map wants exactly its in_specs on Explicit mesh axes
         params = shard(params)
+        if repeats > 1:
+            # the circular layout: layer l to stage (l // (L / (S R))) % S, so each stage holds R runs
+            params = jax.tree.map(lambda v: _circular(v, axis, stages, repeats), params, is_leaf=is_named)
         split = {axis: stage_axes}
         sizes: dict[str, int] = {}
         for v in jax.tree.leaves((params, x), is_leaf=is_named):
@@ -287,6 +343,31 @@ def _pipelined(get_fn: Callable[[], Callable], axis: str, name: str, m: int, sta
             return jitted(params, x)
 
     return call
+
+
+def _circular(v: Any, axis: str, stages: int, repeats: int) -> Any:
+    """``v``'s layers reordered so that splitting ``axis`` into ``S`` equal blocks gives stage ``s`` the runs
+    ``s, s + S, ..., s + (R - 1) S`` of ``L / (S R)`` layers, in that order: run ``j`` of ``S R`` moves from
+    position ``j`` to ``(j % S) R + j // S``. (With the layers split into contiguous blocks by the rules, this
+    moves each run to its stage once per call, and the transpose moves the gradients back.)"""
+    if type(v) is not NamedArray or axis not in v.names:
+        return v
+    d = v.data
+    k = pos_ndim(v) + v.names.index(axis)
+    n = d.shape[k]
+    d = d.reshape(d.shape[:k] + (repeats, stages, n // (stages * repeats)) + d.shape[k + 1:])
+    d = jnp.swapaxes(d, k, k + 1).reshape(d.shape[:k] + (n,) + d.shape[k + 3:])
+    return _make(d, v.names)
+
+
+def _chunk(v: Any, axis: str, k: Any, repeats: int) -> Any:
+    """Run ``k`` of the ``repeats`` runs of layers a stage holds along ``axis`` (a dynamic slice)."""
+    if type(v) is not NamedArray or axis not in v.names:
+        return v
+    d = v.data
+    i = pos_ndim(v) + v.names.index(axis)
+    size = d.shape[i] // repeats
+    return _make(jax.lax.dynamic_slice_in_dim(d, k * size, size, i), v.names)
 
 
 def _fit(out: Any, like: NamedArray, what: str) -> NamedArray:
@@ -324,14 +405,16 @@ def _joined(outs: Any, x: NamedArray, name: str) -> Any:
 # The picture
 
 
-def bubble_fraction(stages: int, microbatches: int) -> float:
-    """The share of a GPipe schedule's steps a stage idles in: ``(S - 1) / (M + S - 1)``.
+def bubble_fraction(stages: int, microbatches: int, repeats: int = 1) -> float:
+    """The share of the schedule's steps a stage idles in: ``(S - 1) / (R M + S - 1)`` (GPipe's
+    ``(S - 1) / (M + S - 1)`` when ``R = 1``).
 
-    >>> bubble_fraction(4, 8)
-    0.2727272727272727
+    >>> bubble_fraction(4, 8), bubble_fraction(4, 8, repeats=2)
+    (0.2727272727272727, 0.15789473684210525)
     """
     s, m = _positive(stages, "stages"), _positive(microbatches, "microbatches")
-    return (s - 1) / (m + s - 1)
+    r = _positive(repeats, "repeats")
+    return (s - 1) / (r * m + s - 1)
 
 
 def _positive(v: Any, what: str) -> int:
@@ -343,45 +426,59 @@ def _positive(v: Any, what: str) -> int:
 class PipelinePicture:
     """What :func:`visualize_pipeline` returns: the table as text (``str``), and as HTML in notebooks."""
 
-    def __init__(self, stages: int, microbatches: int):
-        self.stages, self.microbatches = stages, microbatches
-        steps = microbatches + stages - 1
-        # cell (stage, step): the microbatch the stage works on, or None where it idles
-        self.cells = [[t - s if 0 <= t - s < microbatches else None for t in range(steps)]
-                      for s in range(stages)]
+    def __init__(self, stages: int, microbatches: int, repeats: int = 1):
+        self.stages, self.microbatches, self.repeats = stages, microbatches, repeats
+        steps = repeats * microbatches + stages - 1
+        # cell (stage, step): the microbatch the stage works on (with its pass round the ring, a letter, when
+        # there are several), or None where it idles
+        self.cells = [[self._label(t - s) if 0 <= t - s < repeats * microbatches else None
+                       for t in range(steps)] for s in range(stages)]
+
+    def _label(self, i: int) -> str:
+        m = str(i % self.microbatches)
+        return m if self.repeats == 1 else m + _pass_letter(i // self.microbatches)
 
     def __str__(self) -> str:
-        s, m = self.stages, self.microbatches
-        steps = m + s - 1
-        width = max(len(str(m - 1)), len(str(steps - 1)), 1)
+        s, m, r = self.stages, self.microbatches, self.repeats
+        steps = r * m + s - 1
+        width = max(max((len(c) for row in self.cells for c in row if c is not None), default=1),
+                    len(str(steps - 1)), 1)
         label = max(len(f"stage {s - 1}"), len("step"))
         rows = ["step".ljust(label) + " | " + " ".join(str(t).rjust(width) for t in range(steps))]
         rows.append("-" * len(rows[0]))
         for i, row in enumerate(self.cells):
             rows.append(f"stage {i}".ljust(label) + " | "
                         + " ".join(("." if c is None else str(c)).rjust(width) for c in row))
-        idle = bubble_fraction(s, m)
-        rows.append(f"{s} stages, {m} microbatches, {steps} steps: each stage idles (.) in {s - 1} of them, "
-                    f"{idle:.1%}")
+        idle = bubble_fraction(s, m, r)
+        passes = "" if r == 1 else (f", {r} passes round the ring "
+                                    f"({', '.join(_pass_letter(k) for k in range(r))})")
+        rows.append(f"{s} stages, {m} microbatches{passes}, {steps} steps: each stage idles (.) in {s - 1} "
+                    f"of them, {idle:.1%}")
         return "\n".join(rows)
 
     __repr__ = __str__
 
     def _repr_html_(self) -> str:
-        steps = self.microbatches + self.stages - 1
+        steps = self.repeats * self.microbatches + self.stages - 1
         head = "".join(f"<th>{t}</th>" for t in range(steps))
         body = "".join(
             f"<tr><th>stage {i}</th>" + "".join(
                 "<td style='color:#999'>.</td>" if c is None else f"<td>{c}</td>" for c in row) + "</tr>"
             for i, row in enumerate(self.cells))
-        idle = bubble_fraction(self.stages, self.microbatches)
+        idle = bubble_fraction(self.stages, self.microbatches, self.repeats)
         return (f"<table><tr><th>step</th>{head}</tr>{body}</table>"
-                f"<p>idle fraction (S - 1) / (M + S - 1) = {idle:.1%}</p>")
+                f"<p>idle fraction (S - 1) / (R M + S - 1) = {idle:.1%}</p>")
 
 
-def visualize_pipeline(stages: int, microbatches: int) -> PipelinePicture:
-    """Which microbatch each stage works on at each step of ``nx.pipeline``'s schedule (GPipe), and the
-    fraction of steps a stage idles in.
+def _pass_letter(k: int) -> str:
+    """The letter of pass ``k`` round the ring: a, b, ..., z, then a26, a27, ..."""
+    return chr(ord("a") + k) if k < 26 else f"a{k}"
+
+
+def visualize_pipeline(stages: int, microbatches: int, repeats: int = 1) -> PipelinePicture:
+    """Which microbatch each stage works on at each step of ``nx.pipeline``'s schedule (GPipe; circular with
+    ``repeats=R``, each cell's letter saying which pass round the ring), and the fraction of steps a stage
+    idles in.
 
     >>> import namedarray as nx
     >>> print(nx.visualize_pipeline(3, 4))
@@ -391,5 +488,12 @@ def visualize_pipeline(stages: int, microbatches: int) -> PipelinePicture:
     stage 1 | . 0 1 2 3 .
     stage 2 | . . 0 1 2 3
     3 stages, 4 microbatches, 6 steps: each stage idles (.) in 2 of them, 33.3%
+    >>> print(nx.visualize_pipeline(2, 2, repeats=2))
+    step    |  0  1  2  3  4
+    ------------------------
+    stage 0 | 0a 1a 0b 1b  .
+    stage 1 |  . 0a 1a 0b 1b
+    2 stages, 2 microbatches, 2 passes round the ring (a, b), 5 steps: each stage idles (.) in 1 of them, 20.0%
     """
-    return PipelinePicture(_positive(stages, "stages"), _positive(microbatches, "microbatches"))
+    return PipelinePicture(_positive(stages, "stages"), _positive(microbatches, "microbatches"),
+                           _positive(repeats, "repeats"))
