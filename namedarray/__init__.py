@@ -11,31 +11,29 @@ This module only re-exports. Everything in ``jax.numpy`` has an ``nx.<f>``, decl
 it replace the declarations whose axis arguments mean more than a position (contractions, joins by name),
 as each declares with ``@implements(jnp.<f>)``. ``nx.nmap`` lifts any other positional function over named
 axes. "How the code is organised" in the README maps the layers.
+
+What most programs never touch is imported when first asked for (:func:`__getattr__`), so that ``import
+namedarray`` costs little more than ``import jax``: the mirror's functions (each made on first use), the
+xarray/safetensors/orbax formats, sharding plans and pipelines, ``nx.xmap`` and ``namedarray.maps``,
+``nx.typing`` and the sharding visualisation. ``dir(nx)`` and ``nx.__all__`` list everything either way.
 """
 
-# The numpy mirror first: the named implementations below replace some of its lifted defaults.
-from .ops.mirror import *  # noqa: F403
+import importlib
+
+# The numpy mirror's names: each nx.<f> not imported below is the mirror's (read on first use, __getattr__)
 from .ops.mirror import __all__ as _MIRROR
 
 # isort: split
-from . import errors, lax, maps, nn, random, typing  # noqa: E402
-from .adapter.xmap import SerialLoop, serial_loop, xmap  # noqa: E402
+from . import errors, lax, nn, random  # noqa: E402
 from .core import env  # noqa: E402
 from .core.array import NamedArray, is_named, tree_leaves, tree_map  # noqa: E402
 from .core.caches import clear_caches  # noqa: E402
 from .core.env import axis_rules  # noqa: E402
 from .core.orders import canonical_order, fix_canonical_order, reset_canonical_orders  # noqa: E402
+from .core.placement import current_mesh  # noqa: E402
 from .core.shape import NamedShape  # noqa: E402
 from .core.wrapping import rename, unwrap, wrap  # noqa: E402
 from .engine.nmap import nmap  # noqa: E402
-from .interop.formats import (  # noqa: E402
-    from_xarray,
-    load_safetensors,
-    restore_checkpoint,
-    save_safetensors,
-    to_xarray,
-)
-from .maps import current_mesh, mesh_shape  # noqa: E402
 from .ops.contract import dot, inner, matmul, outer, pdot, tensordot, vdot  # noqa: E402
 from .ops.creation import (  # noqa: E402
     arange,
@@ -66,10 +64,7 @@ from .parallel.collectives import (  # noqa: E402
     psum_scatter,
 )
 from .parallel.distribute import from_process_local, jit, shard, sharding  # noqa: E402
-from .parallel.pipeline import pipeline, visualize_pipeline  # noqa: E402
-from .parallel.plan import Plan, PlanRow, plan_sharding  # noqa: E402
 from .parallel.shard_map import shard_map  # noqa: E402
-from .parallel.visualize import visualize_sharding  # noqa: E402
 from .surface import methods as _methods  # noqa: E402, F401  (importing it installs the operators)
 from .transforms.along import along  # noqa: E402
 from .transforms.autodiff import grad, value_and_grad  # noqa: E402
@@ -97,3 +92,22 @@ __all__ = sorted({*_MIRROR, "errors", "lax", "maps", "current_mesh", "mesh_shape
 
 def __dir__():
     return list(__all__)
+
+
+def __getattr__(name: str):
+    """``nx.<name>`` for the names imported on first use (see above), bound here once found."""
+    home = {"from_xarray": "interop.formats", "load_safetensors": "interop.formats",
+            "restore_checkpoint": "interop.formats", "save_safetensors": "interop.formats",
+            "to_xarray": "interop.formats", "Plan": "parallel.plan", "PlanRow": "parallel.plan",
+            "plan_sharding": "parallel.plan", "pipeline": "parallel.pipeline",
+            "visualize_pipeline": "parallel.pipeline", "visualize_sharding": "parallel.visualize",
+            "xmap": "adapter.xmap", "SerialLoop": "adapter.xmap", "serial_loop": "adapter.xmap",
+            "mesh_shape": "maps", "maps": None, "typing": None}.get(name, "ops.mirror")
+    if home is None:  # a public submodule
+        value = importlib.import_module(f"{__name__}.{name}")
+    elif home != "ops.mirror" or name in _MIRROR:
+        value = getattr(importlib.import_module(f"{__name__}.{home}"), name)
+    else:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    globals()[name] = value  # later reads find it here, without this call
+    return value

@@ -70,8 +70,8 @@ def test_the_root_only_re_exports():
             continue
         if isinstance(node, ast.Assign) and [t.id for t in node.targets] in (["__version__"], ["__all__"]):
             continue
-        if isinstance(node, ast.FunctionDef) and node.name == "__dir__":
-            continue
+        if isinstance(node, ast.FunctionDef) and node.name in ("__dir__", "__getattr__"):  # (__getattr__:
+            continue  # the names imported on first use, read from their modules)
         others.append(f"line {node.lineno}: {ast.unparse(node)[:60]}")
     assert not others, others
 

@@ -12,7 +12,7 @@ a jax module on demand (``nx.nn``, ``nx.lax``) declare themselves as the fallbac
 The registry is how a layer finds an implementation declared above it without importing upward: ``nx.xmap``
 maps ``jnp.vdot`` to ``nx.vdot`` (xmap's contract: a jax function passed directly uses its named version),
 and the NamedArray's operators bind ``nx.add``, ``nx.matmul``, ... through it. It is filled once, while
-the package is imported, and only read afterwards.
+the package is imported, and only read afterwards (the mirror's defaults are made when first read).
 
 >>> import jax.numpy as jnp, namedarray as nx
 >>> named(jnp.vdot) is nx.vdot, named(jnp.sum) is nx.sum, named(print)
@@ -61,9 +61,19 @@ def implements(*jax_functions: Any) -> Callable[[F], F]:
     return declare
 
 
-def declare_default(jax_function: Any, f: Any) -> None:
-    """The mirror's own version of ``jax_function``, used where nothing declares one explicitly."""
-    _DEFAULT[id(jax_function)] = (jax_function, f)
+def declare_default(jax_function: Any, f: Any, *, deferred: bool = False) -> None:
+    """The mirror's own version of ``jax_function``, used where nothing declares one explicitly.
+
+    ``deferred``: ``f()`` makes it, when it is first asked for (the mirror makes its functions on first use).
+    """
+    _DEFAULT[id(jax_function)] = (jax_function, _Deferred(f) if deferred else f)
+
+
+class _Deferred:
+    __slots__ = ("make",)
+
+    def __init__(self, make: Callable[[], Any]):
+        self.make = make
 
 
 def declare_fallback(jax_module: str, getattr_: Callable[[str], Any]) -> None:
@@ -80,7 +90,11 @@ def named(jax_function: Any) -> Any | None:
     for table in (_EXPLICIT, _DEFAULT):
         hit = table.get(id(jax_function))
         if hit is not None and hit[0] is jax_function:
-            return hit[1]
+            f = hit[1]
+            if type(f) is _Deferred:  # made once (the maker returns the same object to every thread)
+                f = f.make()
+                table[id(jax_function)] = (jax_function, f)
+            return f
     where = _jax_index().get(id(jax_function))
     if where is None or where[2] is not jax_function:
         return None

@@ -37,8 +37,9 @@ import inspect
 import math
 import operator
 import sys
+import threading
 import types
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import jax
@@ -700,59 +701,130 @@ def isin(element: Any, test_elements: Any, assume_unique: bool = False, invert: 
                               {"assume_unique": assume_unique, "invert": invert, "method": method}, where)
 
 
-def build() -> dict[str, Callable]:
-    """Every ``nx.<f>`` the mirror declares, by name (``namedarray`` exports them).
+def _declarations() -> dict[str, tuple[str, Any]]:
+    """Every ``nx.<f>`` the mirror declares: name -> (how it is made, from what), in ``jax.numpy``'s order.
 
-    >>> functions = build()
-    >>> functions["cumsum"].__name__, functions["float32"] is jnp.float32
-    ('cumsum', True)
+    Reading the declarations builds nothing: :data:`FUNCTIONS` makes each function when it is first asked
+    for (a program uses a few dozen of some 500, and making one reads jax's signature and documentation).
     """
-    out: dict[str, Callable] = {}
+    out: dict[str, tuple[str, Any]] = {}
     for name in dir(jnp):
         if name.startswith("_") or name in EXCLUDED or name in WHOLE or name in WRITTEN_ELSEWHERE:
             continue
         obj = getattr(jnp, name)
         if isinstance(obj, type) or not callable(obj) or name in PASSTHROUGH:
-            out[name] = obj
-            continue
-        if name in UNARY:
-            f, kind = _elementwise(obj, name, 1), "elementwise"
-        elif name in ("power", "pow"):
-            f, kind = _power(_elementwise(obj, name, 2), obj, name), "elementwise"
-        elif name in BINARY:
-            f, kind = _elementwise(obj, name, 2), "elementwise"
+            out[name] = ("as is", obj)
+        elif name in UNARY or name in ("power", "pow") or name in BINARY:
+            out[name] = ("elementwise", obj)
         elif name in REDUCTIONS:
-            f, kind = _reduction(obj, name, REDUCTIONS[name]), "reduction" if REDUCTIONS[name] else "single"
+            out[name] = ("reduction" if REDUCTIONS[name] else "single", obj)
         elif name in ALONG:
-            f, kind = _along(obj, name), "along"
+            out[name] = ("along", obj)
         elif name in VALUE_DEPENDENT:
-            f, kind = _value_dependent(obj, name), "positional"
+            out[name] = ("positional", obj)
         else:
-            f, kind = _lifted(obj, name), "lifted"
-        out[name] = document(f, kind, f"nx.{name}", obj)
+            out[name] = ("lifted", obj)
     for name in DTYPE_QUERIES:
-        out[name] = document(_dtype_query(getattr(jnp, name)), "dtype", f"nx.{name}", getattr(jnp, name))
-    out["unstack"] = document(functools.wraps(jnp.unstack)(_unstack), "along", "nx.unstack", jnp.unstack)
+        out[name] = ("dtype", getattr(jnp, name))
+    out["unstack"] = ("along", jnp.unstack)
     for sub in SUBMODULES:
-        out[sub] = _lifted_module(sub)
-    out["where"] = document(functools.wraps(jnp.where)(_where), "elementwise", "nx.where", jnp.where)
-    out["clip"] = document(functools.wraps(jnp.clip)(_clip), "elementwise", "nx.clip", jnp.clip)
-    out["trapezoid"] = document(functools.wraps(jnp.trapezoid)(_trapezoid), "along", "nx.trapezoid",
-                                jnp.trapezoid)
-    for name, f in (("shape", _shape), ("ndim", _ndim), ("size", _size)):
-        f.__name__ = f.__qualname__ = name
-        out[name] = f
+        out[sub] = ("module", getattr(jnp, sub))
+    for name in ("where", "clip", "trapezoid", "shape", "ndim", "size"):
+        out[name] = ("written out", getattr(jnp, name))
     return out
 
 
-FUNCTIONS = build()
-for _name, _f in FUNCTIONS.items():
-    if callable(_f) and not isinstance(_f, type) and callable(getattr(jnp, _name, None)):
-        registry.declare_default(getattr(jnp, _name), _f)
+_WRITTEN_OUT: dict[str, tuple[Callable, str]] = {
+    "where": (_where, "elementwise"), "clip": (_clip, "elementwise"), "trapezoid": (_trapezoid, "along")}
 
-# The generated mirror and the functions written out here, listed here and nowhere else: ``from
-# namedarray.ops.mirror import *`` binds every name (the package root does, before its named implementations
-# replace some of them).
+
+def _make_function(name: str, how: str, obj: Any) -> Any:
+    """``nx.<name>`` as :func:`_declarations` declares it."""
+    if how == "as is":
+        return obj
+    if how == "module":
+        return _lifted_module(name)
+    if how == "written out":
+        if name in ("shape", "ndim", "size"):
+            f = {"shape": _shape, "ndim": _ndim, "size": _size}[name]
+            f.__name__ = f.__qualname__ = name
+            return f
+        impl, kind = _WRITTEN_OUT[name]
+        return document(functools.wraps(obj)(impl), kind, f"nx.{name}", obj)
+    if how == "dtype":
+        return document(_dtype_query(obj), "dtype", f"nx.{name}", obj)
+    if name == "unstack":
+        return document(functools.wraps(jnp.unstack)(_unstack), "along", "nx.unstack", jnp.unstack)
+    if name in ("power", "pow"):
+        f = _power(_elementwise(obj, name, 2), obj, name)
+    elif how == "elementwise":
+        f = _elementwise(obj, name, 1 if name in UNARY else 2)
+    elif how in ("reduction", "single"):
+        f = _reduction(obj, name, REDUCTIONS[name])
+    elif how == "along":
+        f = _along(obj, name)
+    elif how == "positional":
+        f = _value_dependent(obj, name)
+    else:
+        f = _lifted(obj, name)
+    return document(f, how, f"nx.{name}", obj)
+
+
+class _Functions(Mapping):
+    """The mirror's functions by name, each made on first use and kept from then on (``nx.sum`` is always
+    the same object: this is a table of the package's functions, not a cache, and nothing clears it)."""
+
+    def __init__(self, declarations: dict[str, tuple[str, Any]]):
+        self._declarations = declarations
+        self._made: dict[str, Any] = {}
+        self._lock = threading.RLock()  # making linalg's functions asks the registry, which may ask here
+
+    def __getitem__(self, name: str) -> Any:
+        f = self._made.get(name, _UNMADE)
+        if f is _UNMADE:
+            how, obj = self._declarations[name]  # KeyError: not the mirror's
+            with self._lock:
+                f = self._made.get(name, _UNMADE)
+                if f is _UNMADE:
+                    f = self._made[name] = _make_function(name, how, obj)
+        return f
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._declarations
+
+    def __iter__(self):
+        return iter(self._declarations)
+
+    def __len__(self) -> int:
+        return len(self._declarations)
+
+
+_UNMADE = object()
+
+
+def build() -> dict[str, Callable]:
+    """Every ``nx.<f>`` the mirror declares, by name, made now (:data:`FUNCTIONS` makes each on first use).
+
+    >>> f = build()["cumsum"]; f.__name__, f is FUNCTIONS["cumsum"], build()["float32"] is jnp.float32
+    ('cumsum', True, True)
+    """
+    return dict(FUNCTIONS.items())
+
+
+_DECLARED = _declarations()
+FUNCTIONS: Mapping[str, Any] = _Functions(_DECLARED)
+for _sub in SUBMODULES:  # (their functions declare their own defaults as they are made)
+    FUNCTIONS[_sub]
+for _name, (_how, _obj) in _DECLARED.items():
+    if _how != "module" and callable(_obj) and not isinstance(_obj, type):
+        # what nx.xmap, the operators and nx.nmap of a jax function find: nx.<f>, made when first asked for
+        if _how == "as is":
+            registry.declare_default(_obj, _obj)
+        else:
+            registry.declare_default(_obj, functools.partial(FUNCTIONS.__getitem__, _name), deferred=True)
+
+# The generated mirror and the functions written out here, listed here and nowhere else: the package root
+# exports every name, each read from here when first asked for (its named implementations replace some).
 __all__ = sorted({*FUNCTIONS, *WHOLE, *WRITTEN_ELSEWHERE})
 
 
@@ -761,3 +833,7 @@ def __getattr__(name: str):
         return FUNCTIONS[name]
     except KeyError:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *FUNCTIONS})
