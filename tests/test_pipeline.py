@@ -409,6 +409,29 @@ def test_visualize_the_circular_schedule():
 
 
 # ------------------------------------------------------------------------------------------------------
+# Planning: a step written with nx.pipeline is planned like any other
+
+
+def test_plan_sharding_compiles_and_ranks_a_pipeline_rule_beside_data_parallelism():
+    """The rule for 'layer' is one more candidate: under it the step pipelines (collective permutes, 1/S of
+    the parameters per device); without it the same step is the fold, the batch split over all 8 devices."""
+    params, x = init(jax.random.key(0)), batch(jax.random.key(1))
+    step = nx.value_and_grad(loss_of(piped))
+    pipelined, data_parallel = {"layer": "stage", "batch": "data"}, {"batch": ("stage", "data")}
+    plan = nx.plan_sharding(step, params, x, mesh=auto_mesh((4, 2), ("stage", "data")),
+                            candidates=[pipelined, data_parallel])
+    assert len(plan) == 2 and all(row.ok for row in plan.rows)
+    assert plan.best in (pipelined, data_parallel)
+    assert [row.cost for row in plan.rows] == sorted(row.cost for row in plan.rows)
+    pipe_row, dp_row = plan.row(pipelined), plan.row(data_parallel)
+    assert pipe_row.collective_bytes["collective-permute"] > 0
+    assert dp_row.collective_bytes["collective-permute"] == 0
+    param_bytes = sum(p.nbytes for p in nx.tree_leaves(params))
+    assert pipe_row.argument_bytes == param_bytes // 4 + x.nbytes // 2
+    assert dp_row.argument_bytes == param_bytes + x.nbytes // 8
+
+
+# ------------------------------------------------------------------------------------------------------
 # Errors
 
 
