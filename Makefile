@@ -1,9 +1,12 @@
 # Every target creates (once) and reuses a local .venv, and reinstalls the project
 # only when pyproject.toml changed, so `make test` alone works on a fresh clone.
+# `make demo` installs the library alone (the tutorial needs nothing else); the other
+# targets install it with every extra and the test tools (the `dev` extra).
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
+DEMO_STAMP := $(VENV)/.installed-library
 
 .PHONY: demo test bench lint stubs docs clean
 
@@ -17,7 +20,12 @@ $(STAMP): pyproject.toml | $(PY)
 	$(PY) -m pip install -q -e ".[dev]" --config-settings editable_mode=compat
 	touch $(STAMP)
 
-demo: $(STAMP)
+$(DEMO_STAMP): pyproject.toml | $(PY)
+	@echo "Installing namedarray (jax, numpy, optree, opt_einsum) into $(VENV) (once, and again when pyproject.toml changes)"
+	$(PY) -m pip install -q -e . --config-settings editable_mode=compat
+	touch $(DEMO_STAMP)
+
+demo: $(DEMO_STAMP)
 	$(PY) examples/tutorial.py
 
 test: $(STAMP)
