@@ -669,3 +669,13 @@ def test_nested_positional_maps_on_different_mesh_axes_run():
     with jax.set_mesh(mesh((2, 2), ("x", "y"))):
         out = h(np.arange(4, dtype=np.int32))
     np.testing.assert_array_equal(out, np.arange(4)[:, None] + np.arange(4)[None, :])
+
+
+def test_nested_conflict_names_the_shared_mesh_axis_of_several():
+    # the inner name is split over ('y', 'x'), the enclosing one over 'x': they meet on 'x'
+    h = _nested(lambda v: jax.lax.axis_index("i") + v, [], ["i"], inner_mesh_axis=("y", "x"),
+                axis_sizes={"i": 4})
+    with jax.set_mesh(mesh((2, 2), ("x", "y"))):
+        with pytest.raises(errors.ResourceConflictError,
+                           match=r"Axes `i` and `j` are both mapped to the resource `x`, but they coincide "):
+            h(np.arange(4, dtype=np.int32))

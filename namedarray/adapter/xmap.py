@@ -770,13 +770,12 @@ class _Ctx:
         except (ValueError, SyntaxError):
             return
         clash = set(spmd) if isinstance(spmd, tuple) else {spmd}
-        inner = [n for n in names if clash & set(self.mesh_axes(n))]
-        outer = [n for n in self.outer.jax_names if clash & set(self.mesh_axes(n))]
-        if not inner or not outer:
-            return
-        a, b = inner[0], outer[0]
-        r = next(r for r in self.mesh_axes(a) if r in self.mesh_axes(b))
-        raise ResourceConflictError(_res.conflict_message(a, b, r, what(a, b))) from None
+        for a in names:
+            for b in self.outer.jax_names:
+                # the first mesh axis, of those jax named, that the value's name and the enclosing one share
+                shared = [r for r in self.mesh_axes(a) if r in clash and r in self.mesh_axes(b)]
+                if shared:
+                    raise ResourceConflictError(_res.conflict_message(a, b, shared[0], what(a, b))) from None
 
 
 # JAX's error for a sharding constraint, under a vmap with spmd_axis_name, that uses the vmap's mesh axes
