@@ -7,11 +7,11 @@ from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Seq
 from typing import Any, Literal, ParamSpec, Protocol, TypeVar, overload
 
 import jax
-import numpy as np
+import numpy
 from jax import Array
 from jax.typing import ArrayLike, DTypeLike
-from namedarray.core.shape import NamedShape as NamedShape
-from namedarray.ops.updates import AtIndexer as AtIndexer
+from namedarray.core.shape import NamedShape
+from namedarray.ops.updates import AtIndexer
 
 __all__ = ['NamedArray', 'is_named', 'tree_map', 'tree_leaves', 'as_storage', 'from_storage']
 
@@ -98,7 +98,7 @@ class NamedArray:
     def diagonal(self, offset: int = 0, axis1: int = 0, axis2: int = 1) -> NamedArray: ...
     def dot(self, b: NamedArray | ArrayLike, axis: str | Sequence[str] | None = None, *, precision: Any = None, preferred_element_type: Any = None) -> NamedArray | jax.Array: ...
     @property
-    def dtype(self) -> np.dtype: ...
+    def dtype(self) -> numpy.dtype: ...
     def flatten(self, *args: Any, **kwargs: Any) -> NamedArray: ...
     @property
     def imag(self) -> NamedArray: ...

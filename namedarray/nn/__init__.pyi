@@ -7,7 +7,7 @@ from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Seq
 from typing import Any, Literal, ParamSpec, Protocol, TypeVar, overload
 
 import jax
-import numpy as np
+import numpy
 from jax import Array
 from jax.typing import ArrayLike, DTypeLike
 from . import attention as attention

@@ -20,6 +20,10 @@ when an array argument is one, or when ``named_shape=``/``name=`` asks for names
 otherwise; a function whose source declares overloads (``typing.overload``) gets those. An annotation that
 names something the stubs cannot import is written as ``Any``.
 
+A stub offers an editor the public names only: what annotations need is imported without ``as`` (so not
+re-exported: ``nx.JitFunction`` is no name), numpy is ``numpy`` (no ``nx.np``), and type variables are
+private (``_T``).
+
 ``python -m namedarray.surface.stubs`` (``make stubs``) writes them; ``--check`` exits with status 1 when
 a written stub differs from what the package gives now (the tests run this check).
 
@@ -59,7 +63,7 @@ from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Seq
 from typing import Any, Literal, ParamSpec, Protocol, TypeVar, overload
 
 import jax
-import numpy as np
+import numpy
 from jax import Array
 from jax.typing import ArrayLike, DTypeLike
 '''
@@ -122,21 +126,24 @@ class _Module:
         if name in _HEADER_NAMES:
             return name
         root = name.split(".")[0]
-        if root in ("jax", "np"):  # a public jax or numpy path, kept where it exists
-            obj: Any = {"jax": importlib.import_module("jax"), "np": importlib.import_module("numpy")}[root]
+        if root in ("jax", "np", "numpy"):  # a public jax or numpy path, kept where it exists
+            obj: Any = importlib.import_module("jax" if root == "jax" else "numpy")
             for part in name.split(".")[1:]:
                 obj = getattr(obj, part, None)
-            return name if obj is not None else None
+            # numpy by its own name: the stub imports it without an alias, which editors do not offer as nx.np
+            return ("numpy" + name[len(root):] if root == "np" else name) if obj is not None else None
         obj = scope.get(name)
         if isinstance(obj, type) and obj.__module__.startswith("namedarray.") and "." not in name:
             if name == "NamedArray":
                 return name
-            self.imports.add(f"from {obj.__module__} import {name} as {name}")
+            if name not in self.defined:  # imported for annotations only: not re-exported (no ``as``)
+                self.imports.add(f"from {obj.__module__} import {name}")
             # a name the stub defines is the class itself where the stub re-exports it (nx.Plan)
             return name if name not in shadowed or getattr(self.namespace, name, None) is obj else None
         if isinstance(obj, (typing.TypeVar, typing.ParamSpec)) and "." not in name and name not in shadowed:
-            self.type_vars[name] = _type_var(obj)
-            return name
+            private = name if name.startswith("_") else f"_{name}"  # no public name of the stub's module
+            self.type_vars[private] = _type_var(obj, private)
+            return private
         if depth < 2 and obj is not None and not isinstance(obj, type) and (
                 isinstance(obj, types.UnionType) or type(obj).__module__ == "typing"):
             inner = self._resolve(inspect.formatannotation(obj), scope, shadowed, depth + 1)
@@ -307,11 +314,11 @@ def _ruled_overloads(params: list[_Param], ret: str | None) -> list[tuple[list[_
     return variants
 
 
-def _type_var(v: typing.TypeVar | typing.ParamSpec) -> str:
-    """The declaration of a type variable a signature uses."""
+def _type_var(v: typing.TypeVar | typing.ParamSpec, name: str) -> str:
+    """The declaration of a type variable a signature uses, as ``name`` (private: ``_T``)."""
     if isinstance(v, typing.ParamSpec):
-        return f"{v.__name__} = ParamSpec({v.__name__!r})"
-    return f"{v.__name__} = TypeVar({v.__name__!r})"  # nx's are unbounded
+        return f"{name} = ParamSpec({name!r})"
+    return f"{name} = TypeVar({name!r})"  # nx's are unbounded
 
 
 def _default(value: Any) -> str:
@@ -455,7 +462,7 @@ def _class_lines(cls: type, stub: _Module) -> list[str]:
         if isinstance(value, property):
             fget = value.fget
             if isinstance(fget, type):  # x.at: the indexer class, built from the array
-                stub.imports.add(f"from {fget.__module__} import {fget.__name__} as {fget.__name__}")
+                stub.imports.add(f"from {fget.__module__} import {fget.__name__}")
                 lines += ["    @property", f"    def {name}(self) -> {fget.__name__}: ..."]
             else:
                 lines += ["    @property", stub.signature(fget, name, "    ", shadowed, self_param=True)]
