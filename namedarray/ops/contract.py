@@ -40,7 +40,7 @@ from jax.typing import ArrayLike
 
 from ..core import caches, kernels, placement
 from ..core import env as _env
-from ..core.array import NamedArray, _make, pack
+from ..core.array import _ONE, NamedArray, _make, pack
 from ..core.shape import duplicates
 from ..core.wrapping import to_storage, wrap
 from ..engine import dispatch as engine
@@ -278,7 +278,8 @@ def dot(a: NamedArray | ArrayLike, b: NamedArray | ArrayLike, axis: str | Sequen
                 kernel.tick = next(_clock)
                 next(_stats.eager)
                 result = kernel.result
-                return pack(out, result.single if not result.varies else result.lookup([da, db]))
+                structure = result.single if not result.varies else result.lookup([da, db])
+                return _make(out, structure[1]) if structure[0] is _ONE else pack(out, structure)
     a, b = ops = _operands((a, b), "nx.dot")
     if axis is None:
         return _lift_pair(jnp.dot, (a, b), {"precision": precision,
