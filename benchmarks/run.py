@@ -14,8 +14,8 @@ import subprocess
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-SCRIPTS = ["eager.py", "jit_models.py", "gpt.py", "llama.py", "sharded.py", "sharded_llama.py", "plan.py",
-           "xmap_port.py"]
+SCRIPTS = ["import_time.py", "eager.py", "jit_models.py", "gpt.py", "llama.py", "sharded.py",
+           "sharded_llama.py", "plan.py", "xmap_port.py"]
 
 
 def main() -> int:

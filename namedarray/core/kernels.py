@@ -35,6 +35,7 @@ import copy
 import functools
 import itertools
 import math
+import sys
 import threading
 import types
 import weakref
@@ -43,7 +44,6 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
-import jax.scipy.special
 import numpy as np
 
 from . import caches
@@ -163,10 +163,13 @@ _KEYS: dict[type, Callable[[Any], Any]] = {
 
 
 def _jax_functions() -> frozenset:
-    """Ids of the functions of jax's numpy, lax, nn and random modules: kept alive by their modules, so
-    keys hold them as they are (no weak reference to make on every call)."""
+    """Ids of the functions of jax's numpy, lax, nn and random modules (and ``jax.scipy.special`` when the
+    program imported it first: importing it here would add to every ``import namedarray``): kept alive by
+    their modules, so keys hold them as they are (no weak reference to make on every call). A function left
+    out is keyed by a weak reference, which is as correct and a little slower."""
     ids = set()
-    for module in (jnp, jnp.linalg, jnp.fft, jax.lax, jax.nn, jax.random, jax.scipy.special):
+    special = sys.modules.get("jax.scipy.special")
+    for module in (jnp, jnp.linalg, jnp.fft, jax.lax, jax.nn, jax.random, *([special] if special else [])):
         ids.update(id(f) for f in vars(module).values() if type(f) is types.FunctionType)
     return frozenset(ids)
 
