@@ -12,10 +12,13 @@ it replace the declarations whose axis arguments mean more than a position (cont
 as each declares with ``@implements(jnp.<f>)``. ``nx.nmap`` lifts any other positional function over named
 axes. "How the code is organised" in the README maps the layers.
 
-What most programs never touch is imported when first asked for (:func:`__getattr__`), so that ``import
-namedarray`` costs little more than ``import jax``: the mirror's functions (each made on first use), the
+So that ``import namedarray`` costs little more than ``import jax``, what a program may never touch is
+imported when first asked for (:func:`__getattr__`): the mirror's functions (each made on first use), the
 xarray/safetensors/orbax formats, sharding plans and pipelines, ``nx.xmap`` and ``namedarray.maps``,
-``nx.typing`` and the sharding visualisation. ``dir(nx)`` and ``nx.__all__`` list everything either way.
+``nx.typing``, the sharding visualisation, and the modules of ``nx.shard_map``, ``nx.scan``/``nx.map``,
+``nx.along`` and ``nx.grad``. Modules that declare named implementations (``@implements``) or lift a jax
+module on demand (``nx.nn``, ``nx.lax``) are imported here: the registry must know them before anything
+asks it. ``dir(nx)`` and ``nx.__all__`` list everything either way.
 """
 
 import importlib
@@ -64,11 +67,7 @@ from .parallel.collectives import (  # noqa: E402
     psum_scatter,
 )
 from .parallel.distribute import from_process_local, jit, shard, sharding  # noqa: E402
-from .parallel.shard_map import shard_map  # noqa: E402
 from .surface import methods as _methods  # noqa: E402, F401  (importing it installs the operators)
-from .transforms.along import along  # noqa: E402
-from .transforms.autodiff import grad, value_and_grad  # noqa: E402
-from .transforms.scan import map, scan  # noqa: E402
 
 __version__ = "0.1.0"
 
@@ -102,7 +101,9 @@ def __getattr__(name: str):
             "plan_sharding": "parallel.plan", "pipeline": "parallel.pipeline",
             "visualize_pipeline": "parallel.pipeline", "visualize_sharding": "parallel.visualize",
             "xmap": "adapter.xmap", "SerialLoop": "adapter.xmap", "serial_loop": "adapter.xmap",
-            "mesh_shape": "maps", "maps": None, "typing": None}.get(name, "ops.mirror")
+            "mesh_shape": "maps", "shard_map": "parallel.shard_map", "along": "transforms.along",
+            "grad": "transforms.autodiff", "value_and_grad": "transforms.autodiff", "map": "transforms.scan",
+            "scan": "transforms.scan", "maps": None, "typing": None}.get(name, "ops.mirror")
     if home is None:  # a public submodule
         value = importlib.import_module(f"{__name__}.{name}")
     elif home != "ops.mirror" or name in _MIRROR:
