@@ -135,7 +135,7 @@ CACHES = {"boundary permutations", "eager kernels", "einsum forms", "einsum plan
           "functions built around user functions", "jax function index", "lifted functions of jax.lax",
           "lifted functions of jax.nn", "lifted functions of jax.random", "nx.xmap compilations",
           "nx.xmap compilations with argument layouts", "nx.jit compilations with argument layouts",
-          "last calls of nx.jit and nx.xmap",
+          "last calls of nx.jit and nx.xmap", "plan cost calibrations",
           "nx.xmap compilations of configurations that are not keys",
           "rearrange specs", "sharding targets", "traced contractions"}
 
@@ -171,6 +171,9 @@ def test_clear_caches_empties_every_cache_the_library_owns():
         nx.jit(lambda v: v * 2)(nx.wrap(jnp.ones((8, 3)), ["b", "a"]))  # a sharding target
         # a compiled call with its arguments' layouts
         nx.xmap(jnp.negative, in_axes=["r", ...], out_axes=["r", ...], axis_resources={"r": "d"})(jnp.ones(8))
+    from namedarray.parallel.plan import CostModel
+
+    CostModel.calibrated(auto_mesh((8,), ("d",)))  # the rates nx.plan_sharding measures on a mesh
     before = caches.sizes()
     assert set(before) == CACHES
     filled = {n for n, size in before.items() if size}

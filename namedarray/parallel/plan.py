@@ -307,21 +307,26 @@ class CostModel:
 
     @classmethod
     def calibrated(cls, mesh: Any) -> CostModel:
-        """The rates measured on ``mesh``'s devices, every device busy at once (a batched matmul, an
-        elementwise pass over 4 MiB per device, an all-reduce of 1 MiB): medians of a few calls, about a
-        second the first time, then kept per platform and device set. In a job of several processes the
-        first process's figures are the job's, so every process ranks alike.
+        """The rates measured on ``mesh``'s devices of this process, every device busy at once (a batched
+        matmul, an elementwise pass over 4 MiB per device, an all-reduce of 1 MiB): medians of a few calls,
+        about a second the first time, then kept per platform, device kind and device count. In a job of
+        several processes the first process's figures are the job's, so every process ranks alike.
 
         >>> import jax
         >>> model = CostModel.calibrated(jax.make_mesh((1,), ("data",)))
         >>> model.flops_per_s > 0 and model.bytes_per_s > 0 and model.memory_bytes_per_s > 0
         True
         """
-        devices = tuple(int(d.id) for d in np.asarray(mesh.devices).flat)
-        key = (jax.devices()[0].platform, devices)
+        # this process's devices of the mesh only: the figures are per device, and a measurement that
+        # spanned processes would be a collective program every process must run at once
+        here = jax.process_index()
+        local = [d for d in np.asarray(mesh.devices).flat if d.process_index == here]
+        if not local:
+            return cls()
+        key = (local[0].platform, local[0].device_kind, len(local))
         got = _CALIBRATED.get(key)
         if got is None:
-            got = _job_calibration(key, lambda: _calibrate(np.asarray(mesh.devices).reshape(-1)))
+            got = _job_calibration(key, lambda: _calibrate(np.array(local, dtype=object)))
             _CALIBRATED.put(key, got)
         return cls(flops_per_s=got[0], memory_bytes_per_s=got[1], bytes_per_s=got[2], latency_s=got[3])
 
@@ -342,8 +347,12 @@ def _timed(f: Callable, *args: Any) -> float:
 def _calibrate(devices: np.ndarray) -> tuple[float, ...]:
     """(flops/s, memory bytes/s, collective bytes/s, seconds per collective) per device, measured with
     every device of ``devices`` busy; the time of an empty call of the same kind is taken off each."""
-    n = len(devices)
     mesh = jax.sharding.Mesh(devices, ("all",), axis_types=(jax.sharding.AxisType.Explicit,))
+    with jax.set_mesh(mesh):  # whatever mesh the caller is in: these programs run on this one
+        return _calibrate_on(mesh, len(devices))
+
+
+def _calibrate_on(mesh: Any, n: int) -> tuple[float, ...]:
     split = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec("all"))
     whole = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec())
     tiny = jax.device_put(np.zeros((n, 8), np.float32), split)
