@@ -73,6 +73,7 @@ class Scale:
 
 @pytest.fixture
 def two_shared_compilations():
+    nx.xmap  # noqa: B018  (nx.xmap's module, and the caches it owns, load on first use)
     old = caches.resize(SHARED, 2)
     yield
     caches.resize(SHARED, old)

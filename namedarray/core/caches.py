@@ -299,7 +299,8 @@ def resize(name: str, maxsize: int) -> int:
     """Bound the cache called ``name`` (a key of :func:`sizes`) to ``maxsize`` entries from now on, the
     least recently used dropped first; returns the bound it replaces, so that a caller can put it back.
 
-    >>> old = resize("nx.xmap compilations", 16); resize("nx.xmap compilations", old)
+    >>> kept = LRU("doc lru", 4)
+    >>> old = resize("doc lru", 16); resize("doc lru", old)
     16
     """
     entry = _CACHES.get(name)
