@@ -500,3 +500,22 @@ def test_visualize_pipeline_draws_the_schedule():
     assert "<table>" in picture._repr_html_()
     with pytest.raises(nx.errors.AxisSpecError, match="stages must be a positive int"):
         nx.visualize_pipeline(0, 8)
+
+
+def test_it_composes_with_tensor_parallel_rules_on_a_third_mesh_axis(problem):
+    # stages x data x tensor parallel: the hidden layer ('mlp') split over 'model' inside each stage
+    params, x, y_ref, value_ref, grads_ref = problem
+    rules = {"layer": "stage", "batch": "data", "mlp": "model"}
+    with jax.set_mesh(auto_mesh((2, 2, 2), ("stage", "data", "model"))), nx.axis_rules(rules):
+        step = nx.jit(nx.value_and_grad(loss_of(piped)))
+        value, grads = step(params, x)
+        y = nx.jit(piped)(params, x)
+        hlo = nx.jit(piped).lower(params, x).compile().as_text()
+        w_in = nx.jit(lambda p: p, resources=rules)(params)["w_in"]
+    assert_close(y, y_ref)
+    np.testing.assert_allclose(float(value), value_ref, rtol=1e-5)
+    assert_close(grads, grads_ref)
+    assert "collective-permute" in hlo
+    # each device holds its stage's layers and its half of the hidden layer
+    block = w_in.data.addressable_shards[0].data.shape
+    assert int(np.prod(block)) == LAYERS * EMBED * HIDDEN // 4
