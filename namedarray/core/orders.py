@@ -291,27 +291,30 @@ def sync_with_job() -> None:
     if id(client) == _SYNCED:
         return
     changed = False
-    with _LOCK:
-        if id(client) == _SYNCED:
-            return
-        if job_client() is not None:
-            for key in sorted(_ORDERS, key=sorted):  # every process publishes in the same order
-                order = _ORDERS[key]
-                got = _job_order(order, fixing=key in _FIXED)
-                if got is _UNKEYED:  # the job's keys are spent: the set flattens sorted in every process
-                    got = tuple(sorted(order))
-                if got == order:
-                    continue
-                if key in _FIXED:
-                    raise AxisSpecError(
-                        f"nx.fix_canonical_order: this process fixed the names {sorted(order)} to the order "
-                        f"{order} before joining the job, and another process of the job uses {got}")
-                _ORDERS[key] = got
-                changed = True
-        _SYNCED = id(client)
-    if changed:
-        for clear in _ON_RESET:
-            clear()
+    try:
+        with _LOCK:
+            if id(client) == _SYNCED:
+                return
+            if job_client() is not None:
+                for key in sorted(_ORDERS, key=sorted):  # every process publishes in the same order
+                    order = _ORDERS[key]
+                    got = _job_order(order, fixing=key in _FIXED)
+                    if got is _UNKEYED:  # the job's keys are spent: the set flattens sorted everywhere
+                        got = tuple(sorted(order))
+                    if got == order:
+                        continue
+                    if key in _FIXED:
+                        raise AxisSpecError(
+                            f"nx.fix_canonical_order: this process fixed the names {sorted(order)} to the "
+                            f"order {order} before joining the job, and another process of the job uses "
+                            f"{got}")
+                    _ORDERS[key] = got
+                    changed = True
+            _SYNCED = id(client)
+    finally:
+        if changed:  # also when a fixed order was refused midway: no cache may keep an order given up
+            for clear in _ON_RESET:
+                clear()
 
 
 # _job_order's answer for a set the job holds no key for once its MAX_ORDERS keys are spent
