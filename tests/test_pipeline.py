@@ -338,7 +338,8 @@ def test_grouped_query_attention_training_steps_give_the_same_losses():
 @pytest.mark.parametrize("shape,names,rules,repeats,micro,remat", [
     ((4, 2), ("stage", "data"), PIPE, 2, 8, False),
     ((4, 2), ("stage", "data"), PIPE, 4, 4, True),
-    ((8,), ("stage",), {"layer": "stage"}, 2, 8, False)], ids=["stage4_R2", "stage4_R4_M4_remat", "stage8_R2"])
+    ((8,), ("stage",), {"layer": "stage"}, 2, 8, False)],
+    ids=["stage4_R2", "stage4_R4_M4_remat", "stage8_R2"])
 def test_circular_values_and_gradients_equal_the_fold(shape, names, rules, repeats, micro, remat):
     params, x = init(jax.random.key(0), layers=16), batch(jax.random.key(1))
     y_ref = fold(params, x)                                     # one device
@@ -379,8 +380,8 @@ def test_circular_errors():
     x = batch(jax.random.key(1))
     with jax.set_mesh(auto_mesh((4, 2), ("stage", "data"))), nx.axis_rules(PIPE):
         with pytest.raises(nx.errors.DivisibilityError,
-                           match=r"axis 'layer' of params has size 12, which 4 stages.*repeats=2 do not divide"
-                                 r".*multiple of 8"):
+                           match=r"axis 'layer' of params has size 12, which 4 stages.*repeats=2 "
+                                 r"do not divide.*multiple of 8"):
             nx.pipeline(residual_mlp, init(jax.random.key(0), layers=12), x, microbatches=8, repeats=2)
         with pytest.raises(nx.errors.AxisSizeError,
                            match=r"repeats=2.*microbatches=2 on 4 stages of mesh axes \('stage',\)"):

@@ -19,8 +19,8 @@ the previous one, and each stage's parameter gradients stay on it. ``remat=True`
 in the backward pass instead of keeping its activations (``jax.checkpoint`` around it).
 
 ``repeats=R`` runs the circular (looped) schedule instead: the layers are cut into ``S R`` runs of ``L/(S R)``
-and run ``j`` goes to stage ``j % S``, so layer ``l`` is on stage ``(l // (L/(S R))) % S`` and each stage holds
-``R`` runs that are not contiguous. A microbatch goes round the ring of stages ``R`` times, through run
+and run ``j`` goes to stage ``j % S``, so layer ``l`` is on stage ``(l // (L/(S R))) % S`` and each stage
+holds ``R`` runs that are not contiguous. A microbatch goes round the ring of stages ``R`` times, through run
 ``k S + s`` on its ``k``-th pass at stage ``s``: at step ``t`` of ``R M + S - 1`` stage ``s`` works on
 microbatch ``(t - s) % M``, pass ``(t - s) // M``. What leaves the last stage comes round to stage 0, which
 keeps it until its next pass is due (``M - S + 1`` steps later, so ``M >= S``). A step now runs ``L/(S R)``
@@ -152,9 +152,9 @@ def pipeline(layer_fn: Callable[[Any, NamedArray], NamedArray], params: Any, x: 
     if length % (stages * r):
         if r == 1:
             raise DivisibilityError(
-                f"{_WHERE}: axis {axis!r} of params has size {length}, which the {stages} stages of mesh axes "
-                f"{stage_axes} it maps to do not divide (each stage holds an equal run of layers): use a "
-                f"layer count that is a multiple of {stages}, or map {axis!r} to fewer devices")
+                f"{_WHERE}: axis {axis!r} of params has size {length}, which the {stages} stages of mesh "
+                f"axes {stage_axes} it maps to do not divide (each stage holds an equal run of layers): use "
+                f"a layer count that is a multiple of {stages}, or map {axis!r} to fewer devices")
         raise DivisibilityError(
             f"{_WHERE}: axis {axis!r} of params has size {length}, which {stages} stages (mesh axes "
             f"{stage_axes}) times repeats={r} do not divide (each stage holds {r} equal runs of layers): use "
@@ -452,8 +452,8 @@ class PipelinePicture:
         idle = bubble_fraction(s, m, r)
         passes = "" if r == 1 else (f", {r} passes round the ring "
                                     f"({', '.join(_pass_letter(k) for k in range(r))})")
-        rows.append(f"{s} stages, {m} microbatches{passes}, {steps} steps: each stage idles (.) in {s - 1} "
-                    f"of them, {idle:.1%}")
+        rows.append(f"{s} stages, {m} microbatches{passes}, {steps} steps: {s - 1} idle (.) per stage, "
+                    f"{idle:.1%}")
         return "\n".join(rows)
 
     __repr__ = __str__
@@ -487,13 +487,13 @@ def visualize_pipeline(stages: int, microbatches: int, repeats: int = 1) -> Pipe
     stage 0 | 0 1 2 3 . .
     stage 1 | . 0 1 2 3 .
     stage 2 | . . 0 1 2 3
-    3 stages, 4 microbatches, 6 steps: each stage idles (.) in 2 of them, 33.3%
+    3 stages, 4 microbatches, 6 steps: 2 idle (.) per stage, 33.3%
     >>> print(nx.visualize_pipeline(2, 2, repeats=2))
     step    |  0  1  2  3  4
     ------------------------
     stage 0 | 0a 1a 0b 1b  .
     stage 1 |  . 0a 1a 0b 1b
-    2 stages, 2 microbatches, 2 passes round the ring (a, b), 5 steps: each stage idles (.) in 1 of them, 20.0%
+    2 stages, 2 microbatches, 2 passes round the ring (a, b), 5 steps: 1 idle (.) per stage, 20.0%
     """
     return PipelinePicture(_positive(stages, "stages"), _positive(microbatches, "microbatches"),
                            _positive(repeats, "repeats"))
