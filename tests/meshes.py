@@ -11,6 +11,8 @@ import jax
 import numpy as np
 from jax.sharding import AxisType, Mesh
 
+import namedarray as nx
+
 
 def auto_mesh(shape, names):
     return jax.make_mesh(
@@ -106,3 +108,24 @@ def legal_mapping(draw, names, sizes, mesh_shape, with_none=False):
         elif with_none and draw(st.booleans()):
             mapping[n] = None
     return mapping
+
+
+def sharded_program(op, x, y):
+    """One of five named ops on ``x`` and ``y`` with a ``.shard()`` on each operand and the result: the
+    programs whose values must not depend on the rules or the mesh in force."""
+    shared = [n for n in x.names if n in y.names]
+    if op == "elementwise":
+        out = nx.tanh(x.shard()) * y.shard() + 1.0
+    elif op == "reduce":
+        z = x.shard() * y.shard()
+        first = sorted(z.names)[0]  # by name: storage orders differ inside jit and out
+        out = nx.sum(z, first) if len(z.names) > 1 else nx.max(z, first)[None]
+    elif op == "einsum":
+        keep = sorted(set(x.names) ^ set(y.names))
+        spec = "{" + ",".join(x.names) + "},{" + ",".join(y.names) + "}->{" + ",".join(keep) + "}"
+        out = nx.einsum(spec, x.shard(), y.shard())
+    elif op == "dot":
+        out = nx.dot(x.shard(), y.shard(), axis=tuple(shared))
+    else:
+        out = nx.nn.softmax(x.shard() + y.shard(), axis=sorted(x.names)[0])
+    return out.shard()

@@ -22,7 +22,16 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from jax.sharding import PartitionSpec as P
-from meshes import MESHES, NAMES, auto_mesh, explicit_mesh, mesh_of, named_operands, same_spec
+from meshes import (
+    MESHES,
+    NAMES,
+    auto_mesh,
+    explicit_mesh,
+    mesh_of,
+    named_operands,
+    same_spec,
+    sharded_program,
+)
 
 import namedarray as nx
 from namedarray import errors
@@ -122,17 +131,6 @@ def test_resolution_is_rule_order_greedy_and_ignores_the_storage_order(mesh_shap
 # Values never change: random programs under any rules, conflicts included
 
 
-def program(op, x, y):
-    shared = [n for n in x.names if n in y.names]
-    if op == "elementwise":
-        out = nx.tanh(x.shard()) * y.shard() + 1.0
-    elif op == "dot":
-        out = nx.dot(x.shard(), y.shard(), axis=tuple(shared))
-    else:
-        out = nx.nn.softmax(x.shard() + y.shard(), axis=sorted(x.names)[0])
-    return out.shard()
-
-
 @pytest.mark.parametrize("mesh_shape", list(MESHES))
 @settings(max_examples=15, deadline=None)
 @given(data=st.data())
@@ -144,10 +142,10 @@ def test_random_programs_under_ranked_rules_give_the_single_device_values(mesh_s
     rng = np.random.default_rng(data.draw(st.integers(0, 2**16)))
     x = nx.wrap(jnp.asarray(rng.normal(size=[sizes[n] for n in x_names]), jnp.float32), x_names)
     y = nx.wrap(jnp.asarray(rng.normal(size=[sizes[n] for n in y_names]), jnp.float32), y_names)
-    expected = program(op, x, y)
+    expected = sharded_program(op, x, y)
     mesh = mesh_of("explicit" if explicit else "auto", mesh_shape, MESHES[mesh_shape])
     with jax.set_mesh(mesh), nx.axis_rules(rules):
-        got = jax.jit(lambda a, b: program(op, a, b))(x, y)
+        got = jax.jit(lambda a, b: sharded_program(op, a, b))(x, y)
     order = {i: n for i, n in enumerate(expected.names, start=expected.ndim)}
     np.testing.assert_allclose(np.asarray(got.unwrap(order)), np.asarray(expected.unwrap(order)),
                                rtol=2e-5, atol=2e-5)

@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given, settings
 from jax.sharding import AxisType
 from jax.sharding import PartitionSpec as P
-from meshes import MESHES, NAMES, legal_mapping, named_operands, same_spec
+from meshes import MESHES, NAMES, legal_mapping, named_operands, same_spec, sharded_program
 
 import namedarray as nx
 
@@ -28,25 +28,6 @@ def problems(draw, mesh_shape):
     return sizes, x_names, y_names, rules, op, draw(st.booleans()), draw(st.integers(0, 2**16))
 
 
-def program(op, x, y):
-    shared = [n for n in x.names if n in y.names]
-    if op == "elementwise":
-        out = nx.tanh(x.shard()) * y.shard() + 1.0
-    elif op == "reduce":
-        z = x.shard() * y.shard()
-        first = sorted(z.names)[0]  # by name: storage orders differ inside jit and out
-        out = nx.sum(z, first) if len(z.names) > 1 else nx.max(z, first)[None]
-    elif op == "einsum":
-        keep = sorted(set(x.names) ^ set(y.names))
-        spec = "{" + ",".join(x.names) + "},{" + ",".join(y.names) + "}->{" + ",".join(keep) + "}"
-        out = nx.einsum(spec, x.shard(), y.shard())
-    elif op == "dot":
-        out = nx.dot(x.shard(), y.shard(), axis=tuple(shared))
-    else:
-        out = nx.nn.softmax(x.shard() + y.shard(), axis=sorted(x.names)[0])
-    return out.shard()
-
-
 @pytest.mark.parametrize("mesh_shape", list(MESHES))
 @settings(max_examples=20, deadline=None)
 @given(data=st.data())
@@ -55,12 +36,12 @@ def test_random_programs_under_random_rules_give_the_single_device_values(mesh_s
     rng = np.random.default_rng(seed)
     x = nx.wrap(jnp.asarray(rng.normal(size=[sizes[n] for n in x_names]), jnp.float32), x_names)
     y = nx.wrap(jnp.asarray(rng.normal(size=[sizes[n] for n in y_names]), jnp.float32), y_names)
-    expected = program(op, x, y)  # one device, no rules: .shard() does nothing
+    expected = sharded_program(op, x, y)  # one device, no rules: .shard() does nothing
     axes = MESHES[mesh_shape]
     kind = AxisType.Explicit if explicit else AxisType.Auto
     mesh = jax.make_mesh(mesh_shape, axes, axis_types=(kind,) * len(axes))
     with jax.set_mesh(mesh), nx.axis_rules(rules):
-        got = jax.jit(lambda a, b: program(op, a, b))(x, y)
+        got = jax.jit(lambda a, b: sharded_program(op, a, b))(x, y)
     assert got.named_shape == expected.named_shape and got.shape == expected.shape
     order = {i: n for i, n in enumerate(expected.names, start=expected.ndim)}
     np.testing.assert_allclose(np.asarray(got.unwrap(order)), np.asarray(expected.unwrap(order)),
