@@ -21,7 +21,7 @@ module on demand (``nx.nn``, ``nx.lax``) are imported here: the registry must kn
 asks it. ``dir(nx)`` and ``nx.__all__`` list everything either way.
 """
 
-import importlib
+from importlib import import_module as _import_module
 
 # The numpy mirror's names: each nx.<f> not imported below is the mirror's (read on first use, __getattr__)
 from .ops.mirror import __all__ as _MIRROR
@@ -105,9 +105,9 @@ def __getattr__(name: str):
             "grad": "transforms.autodiff", "value_and_grad": "transforms.autodiff", "map": "transforms.scan",
             "scan": "transforms.scan", "maps": None, "typing": None}.get(name, "ops.mirror")
     if home is None:  # a public submodule
-        value = importlib.import_module(f"{__name__}.{name}")
+        value = _import_module(f"{__name__}.{name}")
     elif home != "ops.mirror" or name in _MIRROR:
-        value = getattr(importlib.import_module(f"{__name__}.{home}"), name)
+        value = getattr(_import_module(f"{__name__}.{home}"), name)
     else:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     globals()[name] = value  # later reads find it here, without this call

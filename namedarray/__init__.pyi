@@ -62,7 +62,6 @@ from jax.numpy import fromiter as fromiter
 from jax.numpy import frompyfunc as frompyfunc
 from jax.numpy import fromstring as fromstring
 from jax.numpy import generic as generic
-from jax.numpy import get_printoptions as get_printoptions
 from jax.numpy import iinfo as iinfo
 from jax.numpy import index_exp as index_exp
 from jax.numpy import indices as indices
@@ -79,7 +78,6 @@ from jax.numpy import integer as integer
 from jax.numpy import isdtype as isdtype
 from jax.numpy import isscalar as isscalar
 from jax.numpy import issubdtype as issubdtype
-from jax.numpy import iterable as iterable
 from jax.numpy import ix_ as ix_
 from jax.numpy import load as load
 from jax.numpy import mask_indices as mask_indices
@@ -91,13 +89,8 @@ from jax.numpy import number as number
 from jax.numpy import object_ as object_
 from jax.numpy import ogrid as ogrid
 from jax.numpy import pi as pi
-from jax.numpy import printoptions as printoptions
-from jax.numpy import promote_types as promote_types
 from jax.numpy import r_ as r_
 from jax.numpy import s_ as s_
-from jax.numpy import save as save
-from jax.numpy import savez as savez
-from jax.numpy import set_printoptions as set_printoptions
 from jax.numpy import signedinteger as signedinteger
 from jax.numpy import single as single
 from jax.numpy import tril_indices as tril_indices
@@ -134,38 +127,236 @@ __all__ = ['ComplexWarning', 'NamedArray', 'NamedShape', 'Plan', 'PlanRow', 'Ser
 @overload
 def abs(x: NamedArray, /) -> NamedArray: ...
 @overload
-def abs(x: ArrayLike, /) -> Array: ...
+def abs(x: ArrayLike, /) -> Array:
+    """``nx.abs`` works elementwise and broadcasts by name: the result carries every name of its operands (one size per name), and positional axes broadcast by NumPy's rules.
+
+    The documentation of ``jax.numpy.abs`` follows.
+
+    Alias of :func:`jax.numpy.absolute`.
+    """
 @overload
 def absolute(x: NamedArray, /) -> NamedArray: ...
 @overload
-def absolute(x: ArrayLike, /) -> Array: ...
+def absolute(x: ArrayLike, /) -> Array:
+    """``nx.absolute`` works elementwise and broadcasts by name: the result carries every name of its operands (one size per name), and positional axes broadcast by NumPy's rules.
+
+    The documentation of ``jax.numpy.absolute`` follows.
+
+    Calculate the absolute value element-wise.
+
+    JAX implementation of :obj:`numpy.absolute`.
+
+    This is the same function as :func:`jax.numpy.abs`.
+
+    Args:
+      x: Input array
+
+    Returns:
+      An array-like object containing the absolute value of each element in ``x``,
+      with the same shape as ``x``. For complex valued input, :math:`a + ib`,
+      the absolute value is :math:`\\sqrt{a^2+b^2}`.
+
+    Note:
+      For complex inputs containing ``NaN`` in the real or imaginary part,
+      ``abs`` will always return ``NaN``.
+
+    Examples:
+      >>> x1 = jnp.array([5, -2, 0, 12])
+      >>> jnp.absolute(x1)
+      Array([ 5,  2,  0, 12], dtype=int32)
+
+      >>> x2 = jnp.array([[ 8, -3, 1],[ 0, 9, -6]])
+      >>> jnp.absolute(x2)
+      Array([[8, 3, 1],
+             [0, 9, 6]], dtype=int32)
+
+      >>> x3 = jnp.array([8 + 15j, 3 - 4j, -5 + 0j])
+      >>> jnp.absolute(x3)
+      Array([17.,  5.,  5.], dtype=float32)
+    """
 @overload
 def acos(x: NamedArray, /) -> NamedArray: ...
 @overload
-def acos(x: ArrayLike, /) -> Array: ...
+def acos(x: ArrayLike, /) -> Array:
+    """``nx.acos`` works elementwise and broadcasts by name: the result carries every name of its operands (one size per name), and positional axes broadcast by NumPy's rules.
+
+    The documentation of ``jax.numpy.acos`` follows.
+
+    Alias of :func:`jax.numpy.arccos`
+    """
 @overload
 def acosh(x: NamedArray, /) -> NamedArray: ...
 @overload
-def acosh(x: ArrayLike, /) -> Array: ...
+def acosh(x: ArrayLike, /) -> Array:
+    """``nx.acosh`` works elementwise and broadcasts by name: the result carries every name of its operands (one size per name), and positional axes broadcast by NumPy's rules.
+
+    The documentation of ``jax.numpy.acosh`` follows.
+
+    Alias of :func:`jax.numpy.arccosh`
+    """
 @overload
 def add(x1: NamedArray, x2: NamedArray | ArrayLike, /) -> NamedArray: ...
 @overload
 def add(x1: NamedArray | ArrayLike, x2: NamedArray, /) -> NamedArray: ...
 @overload
-def add(x1: ArrayLike, x2: ArrayLike, /) -> Array: ...
+def add(x1: ArrayLike, x2: ArrayLike, /) -> Array:
+    """``nx.add`` works elementwise and broadcasts by name: the result carries every name of its operands (one size per name), and positional axes broadcast by NumPy's rules.
+
+    The documentation of ``jax.numpy.add`` follows.
+
+    Add two arrays element-wise.
+
+    JAX implementation of :obj:`numpy.add`. This is a universal function,
+    and supports the additional APIs described at :class:`jax.numpy.ufunc`.
+    This function provides the implementation of the ``+`` operator for
+    JAX arrays.
+
+    Args:
+      x, y: arrays to add. Must be broadcastable to a common shape.
+
+    Returns:
+      Array containing the result of the element-wise addition.
+
+    Examples:
+      Calling ``add`` explicitly:
+
+      >>> x = jnp.arange(4)
+      >>> jnp.add(x, 10)
+      Array([10, 11, 12, 13], dtype=int32)
+
+      Calling ``add`` via the ``+`` operator:
+
+      >>> x + 10
+      Array([10, 11, 12, 13], dtype=int32)
+    """
 @overload
 def all(a: NamedArray, axis: int | str | Sequence[int | str] | None = None, out: None = None, keepdims: builtins.bool = False, *, where: NamedArray | ArrayLike | None = None) -> NamedArray: ...
 @overload
 def all(a: NamedArray | ArrayLike, axis: int | str | Sequence[int | str] | None = None, out: None = None, keepdims: builtins.bool = False, *, where: NamedArray) -> NamedArray: ...
 @overload
-def all(a: ArrayLike, axis: int | str | Sequence[int | str] | None = None, out: None = None, keepdims: builtins.bool = False, *, where: ArrayLike | None = ...) -> Array: ...
-def all_gather(x: _T, axis_name: str | Sequence[str], *, axis: int = 0, tiled: builtins.bool = False) -> _T: ...
-def all_to_all(x: _T, axis_name: str | Sequence[str], split_axis: int, concat_axis: int, *, tiled: builtins.bool = False) -> _T: ...
-def allclose(a: Any, b: Any, rtol: Any = 1e-05, atol: Any = 1e-08, equal_nan: builtins.bool = False) -> Any: ...
+def all(a: ArrayLike, axis: int | str | Sequence[int | str] | None = None, out: None = None, keepdims: builtins.bool = False, *, where: ArrayLike | None = ...) -> Array:
+    """``nx.all`` reduces the axes given in ``axis``: positions (ints) and names (strings), mixed freely
+    (``axis=("batch", 0)``); the names not given are kept. ``axis=None`` reduces the positional axes
+    only, as in xmap, and is an error on a value whose axes are all named (except inside ``nx.xmap``).
+    ``keepdims=True`` keeps reduced positional axes (size 1); reduced names are dropped even then,
+    since names broadcast by name (``x - x.mean("batch")`` already lines up).
+
+    The documentation of ``jax.numpy.all`` follows.
+
+    Test whether all array elements along a given axis evaluate to True.
+
+    JAX implementation of :func:`numpy.all`.
+
+    Args:
+      a: Input array.
+      axis: int or array, default=None. Axis along which to be tested. If None,
+        tests along all the axes.
+      keepdims: bool, default=False. If true, reduced axes are left in the result
+        with size 1.
+      where: int or array of boolean dtype, default=None. The elements to be used
+        in the test. Array should be broadcast compatible to the input.
+      out: Unused by JAX.
+
+    Returns:
+      An array of boolean values.
+
+    Examples:
+      By default, ``jnp.all`` tests for True values along all the axes.
+
+      >>> x = jnp.array([[True, True, True, False],
+      ...                [True, False, True, False],
+      ...                [True, True, False, False]])
+      >>> jnp.all(x)
+      Array(False, dtype=bool)
+
+      If ``axis=0``, tests for True values along axis 0.
+
+      >>> jnp.all(x, axis=0)
+      Array([ True, False, False, False], dtype=bool)
+
+      If ``keepdims=True``, ``ndim`` of the output will be same of that of the input.
+
+      >>> jnp.all(x, axis=0, keepdims=True)
+      Array([[ True, False, False, False]], dtype=bool)
+
+      To include specific elements in testing for True values, you can use a``where``.
+
+      >>> where=jnp.array([[1, 0, 1, 0],
+      ...                  [0, 0, 1, 1],
+      ...                  [1, 1, 1, 0]], dtype=bool)
+      >>> jnp.all(x, axis=0, keepdims=True, where=where)
+      Array([[ True,  True, False, False]], dtype=bool)
+    """
+def all_gather(x: _T, axis_name: str | Sequence[str], *, axis: int = 0, tiled: builtins.bool = False) -> _T:
+    """Gather the slices of ``x`` along named axes into a positional axis; the names leave the value.
+
+    Untiled, a new positional axis of size ``size(axis_name)`` is inserted at ``axis``; tiled, the slices
+    are concatenated along the existing positional ``axis``. ``x`` may be a pytree.
+
+    >>> import namedarray as nx, jax.numpy as jnp
+    >>> x = nx.wrap(jnp.arange(6).reshape(3, 2), ["i", ...])
+    >>> nx.all_gather(x, "i").shape, nx.all_gather(x, "i", axis=1).shape
+    ((3, 2), (2, 3))
+    >>> nx.all_gather(x, "i", tiled=True).shape
+    (6,)
+    """
+def all_to_all(x: _T, axis_name: str | Sequence[str], split_axis: int, concat_axis: int, *, tiled: builtins.bool = False) -> _T:
+    """Exchange chunks between the indices of named axes; the names stay.
+
+    Index ``k`` of the result receives, from every index ``j``, chunk ``k`` of positional ``split_axis``,
+    and lays them out along positional ``concat_axis`` ordered by ``j``. Untiled, ``split_axis`` must have
+    the size of ``axis_name``: it is removed and a new axis of that size is inserted at ``concat_axis``
+    (a position in the result). Tiled, ``split_axis`` shrinks and ``concat_axis`` grows by that factor.
+
+    >>> import namedarray as nx, jax.numpy as jnp
+    >>> x = nx.wrap(jnp.arange(9).reshape(3, 3), ["i", ...])
+    >>> nx.all_to_all(x, "i", 0, 0).unwrap(["i", ...]).tolist()  # a transpose of (i, position)
+    [[0, 3, 6], [1, 4, 7], [2, 5, 8]]
+    """
+def allclose(a: Any, b: Any, rtol: Any = 1e-05, atol: Any = 1e-08, equal_nan: builtins.bool = False) -> Any:
+    """Whether ``a`` and ``b`` are close everywhere: ``nx.isclose`` (which broadcasts by name, as
+    ``np.allclose`` broadcasts) true at every element of every axis, named and positional.
+
+    Operands broadcast as for any elementwise function: a name one operand lacks is broadcast along, a name
+    with two sizes is an :class:`~namedarray.errors.AxisSizeError`, and positional shapes follow NumPy's
+    rules. ``rtol`` and ``atol`` may be arrays, broadcast the same way. The result is a 0-d NamedArray
+    without names (``bool()`` takes it); names bound by an enclosing ``nx.xmap`` stay per element. Without a
+    NamedArray operand this is ``jnp.allclose``.
+
+    >>> import namedarray as nx, jax.numpy as jnp
+    >>> x = nx.wrap(jnp.array([[1.0, 2.0], [3.0, 4.0]]), ["a", "b"])
+    >>> bool(nx.allclose(x, nx.wrap(jnp.array([[1.0, 3.0], [2.0, 4.0]]), ["b", "a"]) + 1e-9))  # by name
+    True
+    >>> bool(nx.allclose(x, nx.wrap(jnp.array([[1.0, 2.0], [3.0, 4.0]]), ["b", "a"])))
+    False
+    """
 @overload
 def along(axis: str | Sequence[str], f: Callable, *, keep: builtins.bool | None = None) -> Callable: ...
 @overload
-def along(axis: str | Sequence[str], f: None = None, *, keep: builtins.bool | None = None) -> Callable[[Callable], Callable]: ...
+def along(axis: str | Sequence[str], f: None = None, *, keep: builtins.bool | None = None) -> Callable[[Callable], Callable]:
+    """Return ``f`` run along the named axes ``axis``: each argument that carries them has them moved to
+    its last positional axes (in the order given), ``f`` is mapped over every other name (as by
+    :func:`nx.nmap <namedarray.nmap>`), and outputs that end in axes of their sizes get the names back.
+
+    Write ``f`` for arrays whose last axes are ``axis`` (``axis=-1`` in most jax and optax functions).
+    Arguments that carry none of the names (integer labels, a temperature) pass through as they are; one
+    that carries some but not all of them is an error, since ``f`` would see a different rank than the
+    others. Without a decorator argument, ``nx.along("vocab")`` is a decorator.
+
+    ``keep`` says which outputs get the names back. ``None`` (the default): an output whose positional axes
+    end in the sizes of ``axis`` and number at least as many as the arguments had after the move (``f`` kept
+    the axes, as ``softmax`` does; a reduction such as ``logsumexp`` returns fewer and stays unnamed).
+    ``True`` requires it of every array output (an error otherwise); ``False`` never names them back.
+
+    >>> import jax, jax.numpy as jnp, namedarray as nx
+    >>> logits = nx.wrap(jnp.zeros((3, 4)), ["vocab", "batch"])
+    >>> labels = nx.wrap(jnp.array([0, 1, 2, 0]), ["batch"])
+    >>> def cross_entropy(logits, labels):  # positional: the classes are the last axis
+    ...     return -jnp.take_along_axis(jax.nn.log_softmax(logits), labels[..., None], axis=-1)[..., 0]
+    >>> loss = nx.along("vocab", cross_entropy)(logits, labels)
+    >>> loss.named_shape, round(float(loss.sum("batch")), 4)
+    ({'batch': 4}, 4.3944)
+    """
 @overload
 def amax(a: NamedArray, axis: int | str | Sequence[int | str] | None = None, out: None = None, keepdims: builtins.bool = False, initial: NamedArray | ArrayLike | None = None, where: NamedArray | ArrayLike | None = None) -> NamedArray: ...
 @overload
@@ -173,7 +364,17 @@ def amax(a: NamedArray | ArrayLike, axis: int | str | Sequence[int | str] | None
 @overload
 def amax(a: NamedArray | ArrayLike, axis: int | str | Sequence[int | str] | None = None, out: None = None, keepdims: builtins.bool = False, initial: NamedArray | ArrayLike | None = None, *, where: NamedArray) -> NamedArray: ...
 @overload
-def amax(a: ArrayLike, axis: int | str | Sequence[int | str] | None = None, out: None = None, keepdims: builtins.bool = False, initial: ArrayLike | None = ..., where: ArrayLike | None = ...) -> Array: ...
+def amax(a: ArrayLike, axis: int | str | Sequence[int | str] | None = None, out: None = None, keepdims: builtins.bool = False, initial: ArrayLike | None = ..., where: ArrayLike | None = ...) -> Array:
+    """``nx.amax`` reduces the axes given in ``axis``: positions (ints) and names (strings), mixed freely
+    (``axis=("batch", 0)``); the names not given are kept. ``axis=None`` reduces the positional axes
+    only, as in xmap, and is an error on a value whose axes are all named (except inside ``nx.xmap``).
+    ``keepdims=True`` keeps reduced positional axes (size 1); reduced names are dropped even then,
+    since names broadcast by name (``x - x.mean("batch")`` already lines up).
+
+    The documentation of ``jax.numpy.amax`` follows.
+
+    Alias of :func:`jax.numpy.max`.
+    """
 @overload
 def amin(a: NamedArray, axis: int | str | Sequence[int | str] | None = None, out: None = None, keepdims: builtins.bool = False, initial: NamedArray | ArrayLike | None = None, where: NamedArray | ArrayLike | None = None) -> NamedArray: ...
 @overload
@@ -181,215 +382,1973 @@ def amin(a: NamedArray | ArrayLike, axis: int | str | Sequence[int | str] | None
 @overload
 def amin(a: NamedArray | ArrayLike, axis: int | str | Sequence[int | str] | None = None, out: None = None, keepdims: builtins.bool = False, initial: NamedArray | ArrayLike | None = None, *, where: NamedArray) -> NamedArray: ...
 @overload
-def amin(a: ArrayLike, axis: int | str | Sequence[int | str] | None = None, out: None = None, keepdims: builtins.bool = False, initial: ArrayLike | None = ..., where: ArrayLike | None = ...) -> Array: ...
+def amin(a: ArrayLike, axis: int | str | Sequence[int | str] | None = None, out: None = None, keepdims: builtins.bool = False, initial: ArrayLike | None = ..., where: ArrayLike | None = ...) -> Array:
+    """``nx.amin`` reduces the axes given in ``axis``: positions (ints) and names (strings), mixed freely
+    (``axis=("batch", 0)``); the names not given are kept. ``axis=None`` reduces the positional axes
+    only, as in xmap, and is an error on a value whose axes are all named (except inside ``nx.xmap``).
+    ``keepdims=True`` keeps reduced positional axes (size 1); reduced names are dropped even then,
+    since names broadcast by name (``x - x.mean("batch")`` already lines up).
+
+    The documentation of ``jax.numpy.amin`` follows.
+
+    Alias of :func:`jax.numpy.min`.
+    """
 @overload
 def angle(z: NamedArray, deg: builtins.bool = False) -> NamedArray: ...
 @overload
-def angle(z: ArrayLike, deg: builtins.bool = False) -> Array: ...
+def angle(z: ArrayLike, deg: builtins.bool = False) -> Array:
+    """``nx.angle`` works elementwise and broadcasts by name: the result carries every name of its operands (one size per name), and positional axes broadcast by NumPy's rules.
+
+    The documentation of ``jax.numpy.angle`` follows.
+
+    Return the angle of a complex valued number or array.
+
+    JAX implementation of :func:`numpy.angle`.
+
+    Args:
+      z: A complex number or an array of complex numbers.
+      deg: Boolean. If ``True``, returns the result in degrees else returns
+        in radians. Default is ``False``.
+
+    Returns:
+      An array of counterclockwise angle of each element of ``z``, with the same
+      shape as ``z`` of dtype float.
+
+    Examples:
+
+      If ``z`` is a number
+
+      >>> z1 = 2+3j
+      >>> jnp.angle(z1)
+      Array(0.98279375, dtype=float32, weak_type=True)
+
+      If ``z`` is an array
+
+      >>> z2 = jnp.array([[1+3j, 2-5j],
+      ...                 [4-3j, 3+2j]])
+      >>> with jnp.printoptions(precision=2, suppress=True):
+      ...     print(jnp.angle(z2))
+      [[ 1.25 -1.19]
+       [-0.64  0.59]]
+
+      If ``deg=True``.
+
+      >>> with jnp.printoptions(precision=2, suppress=True):
+      ...     print(jnp.angle(z2, deg=True))
+      [[ 71.57 -68.2 ]
+       [-36.87  33.69]]
+    """
 @overload
 def any(a: NamedArray, axis: int | str | Sequence[int | str] | None = None, out: None = None, keepdims: builtins.bool = False, *, where: NamedArray | ArrayLike | None = None) -> NamedArray: ...
 @overload
 def any(a: NamedArray | ArrayLike, axis: int | str | Sequence[int | str] | None = None, out: None = None, keepdims: builtins.bool = False, *, where: NamedArray) -> NamedArray: ...
 @overload
-def any(a: ArrayLike, axis: int | str | Sequence[int | str] | None = None, out: None = None, keepdims: builtins.bool = False, *, where: ArrayLike | None = ...) -> Array: ...
+def any(a: ArrayLike, axis: int | str | Sequence[int | str] | None = None, out: None = None, keepdims: builtins.bool = False, *, where: ArrayLike | None = ...) -> Array:
+    """``nx.any`` reduces the axes given in ``axis``: positions (ints) and names (strings), mixed freely
+    (``axis=("batch", 0)``); the names not given are kept. ``axis=None`` reduces the positional axes
+    only, as in xmap, and is an error on a value whose axes are all named (except inside ``nx.xmap``).
+    ``keepdims=True`` keeps reduced positional axes (size 1); reduced names are dropped even then,
+    since names broadcast by name (``x - x.mean("batch")`` already lines up).
+
+    The documentation of ``jax.numpy.any`` follows.
+
+    Test whether any of the array elements along a given axis evaluate to True.
+
+    JAX implementation of :func:`numpy.any`.
+
+    Args:
+      a: Input array.
+      axis: int or array, default=None. Axis along which to be tested. If None,
+        tests along all the axes.
+      keepdims: bool, default=False. If true, reduced axes are left in the result
+        with size 1.
+      where: int or array of boolean dtype, default=None. The elements to be used
+        in the test. Array should be broadcast compatible to the input.
+      out: Unused by JAX.
+
+    Returns:
+      An array of boolean values.
+
+    Examples:
+      By default, ``jnp.any`` tests along all the axes.
+
+      >>> x = jnp.array([[True, True, True, False],
+      ...                [True, False, True, False],
+      ...                [True, True, False, False]])
+      >>> jnp.any(x)
+      Array(True, dtype=bool)
+
+      If ``axis=0``, tests along axis 0.
+
+      >>> jnp.any(x, axis=0)
+      Array([ True,  True,  True, False], dtype=bool)
+
+      If ``keepdims=True``, ``ndim`` of the output will be same of that of the input.
+
+      >>> jnp.any(x, axis=0, keepdims=True)
+      Array([[ True,  True,  True, False]], dtype=bool)
+
+      To include specific elements in testing for True values, you can use a``where``.
+
+      >>> where=jnp.array([[1, 0, 1, 0],
+      ...                  [0, 1, 0, 1],
+      ...                  [1, 0, 1, 0]], dtype=bool)
+      >>> jnp.any(x, axis=0, keepdims=True, where=where)
+      Array([[ True, False,  True, False]], dtype=bool)
+    """
 @overload
 def append(arr: NamedArray, values: NamedArray | ArrayLike, axis: int | str | None = None) -> NamedArray: ...
 @overload
 def append(arr: NamedArray | ArrayLike, values: NamedArray, axis: int | str | None = None) -> NamedArray: ...
 @overload
-def append(arr: ArrayLike, values: ArrayLike, axis: int | str | None = None) -> Array: ...
+def append(arr: ArrayLike, values: ArrayLike, axis: int | str | None = None) -> Array:
+    """``jnp.append``; with a named ``axis``, :func:`concatenate` of the two along that name.
+
+    >>> import namedarray as nx, jax.numpy as jnp
+    >>> nx.append(nx.wrap(jnp.zeros(2), ["t"]), nx.wrap(jnp.ones(1), ["t"]), axis="t").unwrap(["t"]).tolist()
+    [0.0, 0.0, 1.0]
+    """
 @overload
 def apply_along_axis(func1d: Callable, axis: int, arr: NamedArray, *args, **kwargs) -> NamedArray: ...
 @overload
-def apply_along_axis(func1d: Callable, axis: int, arr: ArrayLike, *args, **kwargs) -> Array: ...
+def apply_along_axis(func1d: Callable, axis: int, arr: ArrayLike, *args, **kwargs) -> Array:
+    """``nx.apply_along_axis`` is lifted: it runs as if vmapped over every named axis of its NamedArray arguments, and
+    the result carries their names. Integer axis arguments count positional axes only, and a value
+    whose names leave it too few positional axes is an error.
+
+    The documentation of ``jax.numpy.apply_along_axis`` follows.
+
+    Apply a function to 1D array slices along an axis.
+
+    JAX implementation of :func:`numpy.apply_along_axis`. While NumPy implements
+    this iteratively, JAX implements this via :func:`jax.vmap`, and so ``func1d``
+    must be compatible with ``vmap``.
+
+    Args:
+      func1d: a callable function with signature ``func1d(arr, /, *args, **kwargs)``
+        where ``*args`` and ``**kwargs`` are the additional positional and keyword
+        arguments passed to :func:`apply_along_axis`.
+      axis: integer axis along which to apply the function.
+      arr: the array over which to apply the function.
+      args, kwargs: additional positional and keyword arguments are passed through
+        to ``func1d``.
+
+    Returns:
+      The result of ``func1d`` applied along the specified axis.
+
+    See also:
+      - :func:`jax.vmap`: a more direct way to create a vectorized version of a function.
+      - :func:`jax.numpy.apply_over_axes`: repeatedly apply a function over multiple axes.
+      - :func:`jax.numpy.vectorize`: create a vectorized version of a function.
+
+    Examples:
+      A simple example in two dimensions, where the function is applied either row-wise
+      or column-wise:
+
+      >>> x = jnp.array([[1, 2, 3],
+      ...                [4, 5, 6]])
+      >>> def func1d(x):
+      ...   return jnp.sum(x ** 2)
+      >>> jnp.apply_along_axis(func1d, 0, x)
+      Array([17, 29, 45], dtype=int32)
+      >>> jnp.apply_along_axis(func1d, 1, x)
+      Array([14, 77], dtype=int32)
+
+      For 2D inputs, this can be equivalently expressed using :func:`jax.vmap`,
+      though note that `vmap` specifies the mapped axis rather than the applied axis:
+
+      >>> jax.vmap(func1d, in_axes=1)(x)  # same as applying along axis 0
+      Array([17, 29, 45], dtype=int32)
+      >>> jax.vmap(func1d, in_axes=0)(x)  # same as applying along axis 1
+      Array([14, 77], dtype=int32)
+
+      For 3D inputs, :func:`apply_along_axis` is equivalent to mapping over two
+      dimensions:
+
+      >>> x_3d = jnp.arange(24).reshape(2, 3, 4)
+      >>> jnp.apply_along_axis(func1d, 2, x_3d)
+      Array([[  14,  126,  366],
+             [ 734, 1230, 1854]], dtype=int32)
+      >>> jax.vmap(jax.vmap(func1d))(x_3d)
+      Array([[  14,  126,  366],
+             [ 734, 1230, 1854]], dtype=int32)
+
+      The applied function may also take arbitrary positional or keyword arguments,
+      which should be passed directly as additional arguments to :func:`apply_along_axis`:
+
+      >>> def func1d(x, exponent):
+      ...   return jnp.sum(x ** exponent)
+      >>> jnp.apply_along_axis(func1d, 0, x, exponent=3)
+      Array([ 65, 133, 243], dtype=int32)
+    """
 @overload
 def apply_over_axes(func: Callable[[NamedArray | ArrayLike, int], NamedArray | Array], a: NamedArray, axes: Sequence[int]) -> NamedArray: ...
 @overload
-def apply_over_axes(func: Callable[[NamedArray | ArrayLike, int], NamedArray | Array], a: ArrayLike, axes: Sequence[int]) -> Array: ...
+def apply_over_axes(func: Callable[[NamedArray | ArrayLike, int], NamedArray | Array], a: ArrayLike, axes: Sequence[int]) -> Array:
+    """``nx.apply_over_axes`` is lifted: it runs as if vmapped over every named axis of its NamedArray arguments, and
+    the result carries their names. Integer axis arguments count positional axes only, and a value
+    whose names leave it too few positional axes is an error.
+
+    The documentation of ``jax.numpy.apply_over_axes`` follows.
+
+    Apply a function repeatedly over specified axes.
+
+    JAX implementation of :func:`numpy.apply_over_axes`.
+
+    Args:
+      func: the function to apply, with signature ``func(Array, int) -> Array``, and
+        where ``y = func(x, axis)`` must satisfy ``y.ndim in [x.ndim, x.ndim - 1]``.
+      a: N-dimensional array over which to apply the function.
+      axes: the sequence of axes over which to apply the function.
+
+    Returns:
+      An N-dimensional array containing the result of the repeated function application.
+
+    See also:
+      - :func:`jax.numpy.apply_along_axis`: apply a 1D function along a single axis.
+
+    Examples:
+      This function is designed to have similar semantics to typical associative
+      :mod:`jax.numpy` reductions over one or more axes with ``keepdims=True``.
+      For example:
+
+      >>> x = jnp.array([[1, 2, 3],
+      ...                [4, 5, 6]])
+
+      >>> jnp.apply_over_axes(jnp.sum, x, [0])
+      Array([[5, 7, 9]], dtype=int32)
+      >>> jnp.sum(x, [0], keepdims=True)
+      Array([[5, 7, 9]], dtype=int32)
+
+      >>> jnp.apply_over_axes(jnp.min, x, [1])
+      Array([[1],
+             [4]], dtype=int32)
+      >>> jnp.min(x, [1], keepdims=True)
+      Array([[1],
+             [4]], dtype=int32)
+
+      >>> jnp.apply_over_axes(jnp.prod, x, [0, 1])
+      Array([[720]], dtype=int32)
+      >>> jnp.prod(x, [0, 1], keepdims=True)
+      Array([[720]], dtype=int32)
+    """
 @overload
 def arange(start: ArrayLike, stop: ArrayLike | None = None, step: ArrayLike | None = None, dtype: DTypeLike | None = None, *, name: str, **kwargs: Any) -> NamedArray: ...
 @overload
-def arange(start: ArrayLike, stop: ArrayLike | None = None, step: ArrayLike | None = None, dtype: DTypeLike | None = None, *, name: None = None, **kwargs: Any) -> jax.Array: ...
+def arange(start: ArrayLike, stop: ArrayLike | None = None, step: ArrayLike | None = None, dtype: DTypeLike | None = None, *, name: None = None, **kwargs: Any) -> jax.Array:
+    """``jnp.arange``; with ``name`` its one axis is that named axis.
+
+    >>> import namedarray as nx
+    >>> q, k = nx.arange(3, name="q"), nx.arange(3, name="k")
+    >>> (q >= k).unwrap(["q", "k"]).astype(int).tolist()   # a causal mask, by name
+    [[1, 0, 0], [1, 1, 0], [1, 1, 1]]
+    """
 @overload
 def arccos(x: NamedArray, /) -> NamedArray: ...
 @overload
-def arccos(x: ArrayLike, /) -> Array: ...
+def arccos(x: ArrayLike, /) -> Array:
+    """``nx.arccos`` works elementwise and broadcasts by name: the result carries every name of its operands (one size per name), and positional axes broadcast by NumPy's rules.
+
+    The documentation of ``jax.numpy.arccos`` follows.
+
+    Compute element-wise inverse of trigonometric cosine of input.
+
+    JAX implementation of :obj:`numpy.arccos`.
+
+    Args:
+      x: input array or scalar.
+
+    Returns:
+      An array containing the inverse trigonometric cosine of each element of ``x``
+      in radians in the range ``[0, pi]``, promoting to inexact dtype.
+
+    Note:
+      - ``jnp.arccos`` returns ``nan`` when ``x`` is real-valued and not in the closed
+        interval ``[-1, 1]``.
+      - ``jnp.arccos`` follows the branch cut convention of :obj:`numpy.arccos` for
+        complex inputs.
+
+    See also:
+      - :func:`jax.numpy.cos`: Computes a trigonometric cosine of each element of
+        input.
+      - :func:`jax.numpy.arcsin` and :func:`jax.numpy.asin`: Computes the inverse of
+        trigonometric sine of each element of input.
+      - :func:`jax.numpy.arctan` and :func:`jax.numpy.atan`: Computes the inverse of
+        trigonometric tangent of each element of input.
+
+    Examples:
+      >>> x = jnp.array([-2, -1, -0.5, 0, 0.5, 1, 2])
+      >>> with jnp.printoptions(precision=3, suppress=True):
+      ...   jnp.arccos(x)
+      Array([  nan, 3.142, 2.094, 1.571, 1.047, 0.   ,   nan], dtype=float32)
+
+      For complex inputs:
+
+      >>> with jnp.printoptions(precision=3, suppress=True):
+      ...   jnp.arccos(4-1j)
+      Array(0.252+2.097j, dtype=complex64, weak_type=True)
+    """
 @overload
 def arccosh(x: NamedArray, /) -> NamedArray: ...
 @overload
-def arccosh(x: ArrayLike, /) -> Array: ...
+def arccosh(x: ArrayLike, /) -> Array:
+    """``nx.arccosh`` works elementwise and broadcasts by name: the result carries every name of its operands (one size per name), and positional axes broadcast by NumPy's rules.
+
+    The documentation of ``jax.numpy.arccosh`` follows.
+
+    Calculate element-wise inverse of hyperbolic cosine of input.
+
+    JAX implementation of :obj:`numpy.arccosh`.
+
+    The inverse of hyperbolic cosine is defined by:
+
+    .. math::
+
+      arccosh(x) = \\ln(x + \\sqrt{x^2 - 1})
+
+    Args:
+      x: input array or scalar.
+
+    Returns:
+      An array of same shape as ``x`` containing the inverse of hyperbolic cosine
+      of each element of ``x``, promoting to inexact dtype.
+
+    Note:
+      - ``jnp.arccosh`` returns ``nan`` for real-values in the range ``[-inf, 1)``.
+      - ``jnp.arccosh`` follows the branch cut convention of :obj:`numpy.arccosh`
+        for complex inputs.
+
+    See also:
+      - :func:`jax.numpy.cosh`: Computes the element-wise hyperbolic cosine of the
+        input.
+      - :func:`jax.numpy.arcsinh`: Computes the element-wise inverse of hyperbolic
+        sine of the input.
+      - :func:`jax.numpy.arctanh`: Computes the element-wise inverse of hyperbolic
+        tangent of the input.
+
+    Examples:
+      >>> x = jnp.array([[1, 3, -4],
+      ...                [-5, 2, 7]])
+      >>> with jnp.printoptions(precision=3, suppress=True):
+      ...   jnp.arccosh(x)
+      Array([[0.   , 1.763,   nan],
+             [  nan, 1.317, 2.634]], dtype=float32)
+
+      For complex-valued input:
+
+      >>> x1 = jnp.array([-jnp.inf+0j, 1+2j, -5+0j])
+      >>> with jnp.printoptions(precision=3, suppress=True):
+      ...   jnp.arccosh(x1)
+      Array([  inf+3.142j, 1.529+1.144j, 2.292+3.142j], dtype=complex64)
+    """
 @overload
 def arcsin(x: NamedArray, /) -> NamedArray: ...
 @overload
-def arcsin(x: ArrayLike, /) -> Array: ...
+def arcsin(x: ArrayLike, /) -> Array:
+    """``nx.arcsin`` works elementwise and broadcasts by name: the result carries every name of its operands (one size per name), and positional axes broadcast by NumPy's rules.
+
+    The documentation of ``jax.numpy.arcsin`` follows.
+
+    Compute element-wise inverse of trigonometric sine of input.
+
+    JAX implementation of :obj:`numpy.arcsin`.
+
+    Args:
+      x: input array or scalar.
+
+    Returns:
+      An array containing the inverse trigonometric sine of each element of ``x``
+      in radians in the range ``[-pi/2, pi/2]``, promoting to inexact dtype.
+
+    Note:
+      - ``jnp.arcsin`` returns ``nan`` when ``x`` is real-valued and not in the closed
+        interval ``[-1, 1]``.
+      - ``jnp.arcsin`` follows the branch cut convention of :obj:`numpy.arcsin` for
+        complex inputs.
+
+    See also:
+      - :func:`jax.numpy.sin`: Computes a trigonometric sine of each element of input.
+      - :func:`jax.numpy.arccos` and :func:`jax.numpy.acos`: Computes the inverse of
+        trigonometric cosine of each element of input.
+      - :func:`jax.numpy.arctan` and :func:`jax.numpy.atan`: Computes the inverse of
+        trigonometric tangent of each element of input.
+
+    Examples:
+      >>> x = jnp.array([-2, -1, -0.5, 0, 0.5, 1, 2])
+      >>> with jnp.printoptions(precision=3, suppress=True):
+      ...   jnp.arcsin(x)
+      Array([   nan, -1.571, -0.524,  0.   ,  0.524,  1.571,    nan], dtype=float32)
+
+      For complex-valued inputs:
+
+      >>> with jnp.printoptions(precision=3, suppress=True):
+      ...   jnp.arcsin(3+4j)
+      Array(0.634+2.306j, dtype=complex64, weak_type=True)
+    """
 @overload
 def arcsinh(x: NamedArray, /) -> NamedArray: ...
 @overload
-def arcsinh(x: ArrayLike, /) -> Array: ...
+def arcsinh(x: ArrayLike, /) -> Array:
+    """``nx.arcsinh`` works elementwise and broadcasts by name: the result carries every name of its operands (one size per name), and positional axes broadcast by NumPy's rules.
+
+    The documentation of ``jax.numpy.arcsinh`` follows.
+
+    Calculate element-wise inverse of hyperbolic sine of input.
+
+    JAX implementation of :obj:`numpy.arcsinh`.
+
+    The inverse of hyperbolic sine is defined by:
+
+    .. math::
+
+      arcsinh(x) = \\ln(x + \\sqrt{1 + x^2})
+
+    Args:
+      x: input array or scalar.
+
+    Returns:
+      An array of same shape as ``x`` containing the inverse of hyperbolic sine of
+      each element of ``x``, promoting to inexact dtype.
+
+    Note:
+      - ``jnp.arcsinh`` returns ``nan`` for values outside the range ``(-inf, inf)``.
+      - ``jnp.arcsinh`` follows the branch cut convention of :obj:`numpy.arcsinh`
+        for complex inputs.
+
+    See also:
+      - :func:`jax.numpy.sinh`: Computes the element-wise hyperbolic sine of the input.
+      - :func:`jax.numpy.arccosh`: Computes the element-wise inverse of hyperbolic
+        cosine of the input.
+      - :func:`jax.numpy.arctanh`: Computes the element-wise inverse of hyperbolic
+        tangent of the input.
+
+    Examples:
+      >>> x = jnp.array([[-2, 3, 1],
+      ...                [4, 9, -5]])
+      >>> with jnp.printoptions(precision=3, suppress=True):
+      ...   jnp.arcsinh(x)
+      Array([[-1.444,  1.818,  0.881],
+             [ 2.095,  2.893, -2.312]], dtype=float32)
+
+      For complex-valued inputs:
+
+      >>> x1 = jnp.array([4-3j, 2j])
+      >>> with jnp.printoptions(precision=3, suppress=True):
+      ...   jnp.arcsinh(x1)
+      Array([2.306-0.634j, 1.317+1.571j], dtype=complex64)
+    """
 @overload
 def arctan(x: NamedArray, /) -> NamedArray: ...
 @overload
-def arctan(x: ArrayLike, /) -> Array: ...
+def arctan(x: ArrayLike, /) -> Array:
+    """``nx.arctan`` works elementwise and broadcasts by name: the result carries every name of its operands (one size per name), and positional axes broadcast by NumPy's rules.
+
+    The documentation of ``jax.numpy.arctan`` follows.
+
+    Compute element-wise inverse of trigonometric tangent of input.
+
+    JAX implement of :obj:`numpy.arctan`.
+
+    Args:
+      x: input array or scalar.
+
+    Returns:
+      An array containing the inverse trigonometric tangent of each element ``x``
+      in radians in the range ``[-pi/2, pi/2]``, promoting to inexact dtype.
+
+    Note:
+      ``jnp.arctan`` follows the branch cut convention of :obj:`numpy.arctan` for
+      complex inputs.
+
+    See also:
+      - :func:`jax.numpy.tan`: Computes a trigonometric tangent of each element of
+        input.
+      - :func:`jax.numpy.arcsin` and :func:`jax.numpy.asin`: Computes the inverse of
+        trigonometric sine of each element of input.
+      - :func:`jax.numpy.arccos` and :func:`jax.numpy.atan`: Computes the inverse of
+        trigonometric cosine of each element of input.
+
+    Examples:
+      >>> x = jnp.array([-jnp.inf, -20, -1, 0, 1, 20, jnp.inf])
+      >>> with jnp.printoptions(precision=3, suppress=True):
+      ...   jnp.arctan(x)
+      Array([-1.571, -1.521, -0.785,  0.   ,  0.785,  1.521,  1.571], dtype=float32)
+
+      For complex-valued inputs:
+
+      >>> with jnp.printoptions(precision=3, suppress=True):
+      ...   jnp.arctan(2+7j)
+      Array(1.532+0.133j, dtype=complex64, weak_type=True)
+    """
 @overload
 def arctan2(x1: NamedArray, x2: NamedArray | ArrayLike, /) -> NamedArray: ...
 @overload
 def arctan2(x1: NamedArray | ArrayLike, x2: NamedArray, /) -> NamedArray: ...
 @overload
-def arctan2(x1: ArrayLike, x2: ArrayLike, /) -> Array: ...
+def arctan2(x1: ArrayLike, x2: ArrayLike, /) -> Array:
+    """``nx.arctan2`` works elementwise and broadcasts by name: the result carries every name of its operands (one size per name), and positional axes broadcast by NumPy's rules.
+
+    The documentation of ``jax.numpy.arctan2`` follows.
+
+    Compute the arctangent of x1/x2, choosing the correct quadrant.
+
+    JAX implementation of :func:`numpy.arctan2`
+
+    Args:
+      x1: numerator array.
+      x2: denomniator array; should be broadcast-compatible with x1.
+
+    Returns:
+      The elementwise arctangent of x1 / x2, tracking the correct quadrant.
+
+    See also:
+      - :func:`jax.numpy.tan`: compute the tangent of an angle
+      - :func:`jax.numpy.atan2`: the array API version of this function.
+
+    Examples:
+      Consider a sequence of angles in radians between 0 and :math:`2\\pi`:
+
+      >>> theta = jnp.linspace(-jnp.pi, jnp.pi, 9)
+      >>> with jnp.printoptions(precision=2, suppress=True):
+      ...   print(theta)
+      [-3.14 -2.36 -1.57 -0.79  0.    0.79  1.57  2.36  3.14]
+
+      These angles can equivalently be represented by ``(x, y)`` coordinates
+      on a unit circle:
+
+      >>> x, y = jnp.cos(theta), jnp.sin(theta)
+
+      To reconstruct the input angle, we might be tempted to use the identity
+      :math:`\\tan(\\theta) = y / x`, and compute :math:`\\theta = \\tan^{-1}(y/x)`.
+      Unfortunately, this does not recover the input angle:
+
+      >>> with jnp.printoptions(precision=2, suppress=True):  # doctest: +SKIP
+      ...   print(jnp.arctan(y / x))
+      [-0.    0.79  1.57 -0.79  0.    0.79  1.57 -0.79  0.  ]
+
+      The problem is that :math:`y/x` contains some ambiguity: although
+      :math:`(y, x) = (-1, -1)` and :math:`(y, x) = (1, 1)` represent different points in
+      Cartesian space, in both cases :math:`y / x = 1`, and so the simple arctan
+      approach loses information about which quadrant the angle lies in. :func:`arctan2`
+      is built to address this:
+
+      >>> with jnp.printoptions(precision=2, suppress=True):
+      ...  print(jnp.arctan2(y, x))
+      [ 3.14 -2.36 -1.57 -0.79  0.    0.79  1.57  2.36 -3.14]
+
+      The results match the input ``theta``, except at the endpoints where :math:`+\\pi`
+      and :math:`-\\pi` represent indistinguishable points on the unit circle. By convention,
+      :func:`arctan2` always returns values between :math:`-\\pi` and :math:`+\\pi` inclusive.
+    """
 @overload
 def arctanh(x: NamedArray, /) -> NamedArray: ...
 @overload
-def arctanh(x: ArrayLike, /) -> Array: ...
+def arctanh(x: ArrayLike, /) -> Array:
+    """``nx.arctanh`` works elementwise and broadcasts by name: the result carries every name of its operands (one size per name), and positional axes broadcast by NumPy's rules.
+
+    The documentation of ``jax.numpy.arctanh`` follows.
+
+    Calculate element-wise inverse of hyperbolic tangent of input.
+
+    JAX implementation of :obj:`numpy.arctanh`.
+
+    The inverse of hyperbolic tangent is defined by:
+
+    .. math::
+
+      arctanh(x) = \\frac{1}{2} [\\ln(1 + x) - \\ln(1 - x)]
+
+    Args:
+      x: input array or scalar.
+
+    Returns:
+      An array of same shape as ``x`` containing the inverse of hyperbolic tangent
+      of each element of ``x``, promoting to inexact dtype.
+
+    Note:
+      - ``jnp.arctanh`` returns ``nan`` for real-values outside the range ``[-1, 1]``.
+      - ``jnp.arctanh`` follows the branch cut convention of :obj:`numpy.arctanh`
+        for complex inputs.
+
+    See also:
+      - :func:`jax.numpy.tanh`: Computes the element-wise hyperbolic tangent of the
+        input.
+      - :func:`jax.numpy.arcsinh`: Computes the element-wise inverse of hyperbolic
+        sine of the input.
+      - :func:`jax.numpy.arccosh`: Computes the element-wise inverse of hyperbolic
+        cosine of the input.
+
+    Examples:
+      >>> x = jnp.array([-2, -1, -0.5, 0, 0.5, 1, 2])
+      >>> with jnp.printoptions(precision=3, suppress=True):
+      ...   jnp.arctanh(x)
+      Array([   nan,   -inf, -0.549,  0.   ,  0.549,    inf,    nan], dtype=float32)
+
+      For complex-valued input:
+
+      >>> x1 = jnp.array([-2+0j, 3+0j, 4-1j])
+      >>> with jnp.printoptions(precision=3, suppress=True):
+      ...   jnp.arctanh(x1)
+      Array([-0.549+1.571j,  0.347+1.571j,  0.239-1.509j], dtype=complex64)
+    """
 @overload
 def argmax(a: NamedArray, axis: int | str | None = None, out: None = None, keepdims: builtins.bool | None = None) -> NamedArray: ...
 @overload
-def argmax(a: ArrayLike, axis: int | str | None = None, out: None = None, keepdims: builtins.bool | None = None) -> Array: ...
+def argmax(a: ArrayLike, axis: int | str | None = None, out: None = None, keepdims: builtins.bool | None = None) -> Array:
+    """``nx.argmax`` reduces one axis, given by position or by name in ``axis``; the other names are kept.
+    ``axis=None`` reduces the flattened positional axes. ``keepdims=True`` keeps a reduced positional
+    axis (size 1); a reduced name is dropped even then, since names broadcast by name.
+
+    The documentation of ``jax.numpy.argmax`` follows.
+
+    Return the index of the maximum value of an array.
+
+    JAX implementation of :func:`numpy.argmax`.
+
+    Args:
+      a: input array
+      axis: optional integer specifying the axis along which to find the maximum
+        value. If ``axis`` is not specified, ``a`` will be flattened.
+      out: unused by JAX
+      keepdims: if True, then return an array with the same number of dimensions
+        as ``a``.
+
+    Returns:
+      an array containing the index of the maximum value along the specified axis.
+
+    See also:
+      - :func:`jax.numpy.argmin`: return the index of the minimum value.
+      - :func:`jax.numpy.nanargmax`: compute ``argmax`` while ignoring NaN values.
+
+    Note:
+      When the maximum value occurs more than once along a particular axis, the
+      smallest index is returned.
+
+    Examples:
+      >>> x = jnp.array([1, 3, 5, 4, 2])
+      >>> jnp.argmax(x)
+      Array(2, dtype=int32)
+
+      >>> x = jnp.array([[1, 3, 2],
+      ...                [5, 4, 1]])
+      >>> jnp.argmax(x, axis=1)
+      Array([1, 0], dtype=int32)
+
+      >>> jnp.argmax(x, axis=1, keepdims=True)
+      Array([[1],
+             [0]], dtype=int32)
+    """
 @overload
 def argmin(a: NamedArray, axis: int | str | None = None, out: None = None, keepdims: builtins.bool | None = None) -> NamedArray: ...
 @overload
-def argmin(a: ArrayLike, axis: int | str | None = None, out: None = None, keepdims: builtins.bool | None = None) -> Array: ...
+def argmin(a: ArrayLike, axis: int | str | None = None, out: None = None, keepdims: builtins.bool | None = None) -> Array:
+    """``nx.argmin`` reduces one axis, given by position or by name in ``axis``; the other names are kept.
+    ``axis=None`` reduces the flattened positional axes. ``keepdims=True`` keeps a reduced positional
+    axis (size 1); a reduced name is dropped even then, since names broadcast by name.
+
+    The documentation of ``jax.numpy.argmin`` follows.
+
+    Return the index of the minimum value of an array.
+
+    JAX implementation of :func:`numpy.argmin`.
+
+    Args:
+      a: input array
+      axis: optional integer specifying the axis along which to find the minimum
+        value. If ``axis`` is not specified, ``a`` will be flattened.
+      out: unused by JAX
+      keepdims: if True, then return an array with the same number of dimensions
+        as ``a``.
+
+    Returns:
+      an array containing the index of the minimum value along the specified axis.
+
+    Note:
+      When the minimum value occurs more than once along a particular axis, the
+      smallest index is returned.
+
+    See also:
+      - :func:`jax.numpy.argmax`: return the index of the maximum value.
+      - :func:`jax.numpy.nanargmin`: compute ``argmin`` while ignoring NaN values.
+
+    Examples:
+      >>> x = jnp.array([1, 3, 5, 4, 2])
+      >>> jnp.argmin(x)
+      Array(0, dtype=int32)
+
+      >>> x = jnp.array([[1, 3, 2],
+      ...                [5, 4, 1]])
+      >>> jnp.argmin(x, axis=1)
+      Array([0, 2], dtype=int32)
+
+      >>> jnp.argmin(x, axis=1, keepdims=True)
+      Array([[0],
+             [2]], dtype=int32)
+    """
 @overload
 def argpartition(a: NamedArray, kth: int, axis: int | str = -1) -> NamedArray: ...
 @overload
-def argpartition(a: ArrayLike, kth: int, axis: int | str = -1) -> Array: ...
+def argpartition(a: ArrayLike, kth: int, axis: int | str = -1) -> Array:
+    """``nx.argpartition`` acts along the axis given in ``axis``, by position or by name, and keeps it; every other name
+    is a batch axis. Options may be arrays, traced under ``jit`` (``roll``'s shift, ``repeat``'s
+    counts), as in ``jax.numpy``; one with named axes is an error that shows the ``nx.along``
+    spelling.
+
+    The documentation of ``jax.numpy.argpartition`` follows.
+
+    Returns indices that partially sort an array.
+
+    JAX implementation of :func:`numpy.argpartition`. The JAX version differs from
+    NumPy in the treatment of NaN entries: NaNs which have the negative bit set are
+    sorted to the beginning of the array.
+
+    Args:
+      a: array to be partitioned.
+      kth: static integer index about which to partition the array.
+      axis: static integer axis along which to partition the array; default is -1.
+
+    Returns:
+      Indices which partition ``a`` at the ``kth`` value along ``axis``. The entries
+      before ``kth`` are indices of values smaller than ``take(a, kth, axis)``, and
+      entries after ``kth`` are indices of values larger than ``take(a, kth, axis)``
+
+    Note:
+      The JAX version requires the ``kth`` argument to be a static integer rather than
+      a general array. This is implemented via two calls to :func:`jax.lax.top_k`. If
+      you're only accessing the top or bottom k values of the output, it may be more
+      efficient to call :func:`jax.lax.top_k` directly.
+
+    See Also:
+      - :func:`jax.numpy.partition`: direct partial sort
+      - :func:`jax.numpy.argsort`: full indirect sort
+      - :func:`jax.lax.top_k`: directly find the top k entries
+      - :func:`jax.lax.approx_max_k`: compute the approximate top k entries
+      - :func:`jax.lax.approx_min_k`: compute the approximate bottom k entries
+
+    Examples:
+      >>> x = jnp.array([6, 8, 4, 3, 1, 9, 7, 5, 2, 3])
+      >>> kth = 4
+      >>> idx = jnp.argpartition(x, kth)
+      >>> idx
+      Array([4, 8, 3, 9, 2, 0, 1, 5, 6, 7], dtype=int32)
+
+      The result is a sequence of indices that partially sort the input. All indices
+      before ``kth`` are of values smaller than the pivot value, and all indices
+      after ``kth`` are of values larger than the pivot value:
+
+      >>> x_partitioned = x[idx]
+      >>> smallest_values = x_partitioned[:kth]
+      >>> pivot_value = x_partitioned[kth]
+      >>> largest_values = x_partitioned[kth + 1:]
+      >>> print(smallest_values, pivot_value, largest_values)
+      [1 2 3 3] 4 [6 8 9 7 5]
+
+      Notice that among ``smallest_values`` and ``largest_values``, the returned
+      order is arbitrary and implementation-dependent.
+    """
 @overload
 def argsort(a: NamedArray, axis: int | str | None = -1, *, kind: None = None, order: None = None, stable: builtins.bool = True, descending: builtins.bool = False, dtype: DTypeLike | None = None) -> NamedArray: ...
 @overload
-def argsort(a: ArrayLike, axis: int | str | None = -1, *, kind: None = None, order: None = None, stable: builtins.bool = True, descending: builtins.bool = False, dtype: DTypeLike | None = None) -> Array: ...
-def argwhere(a: Any, *, size: int | None = None, fill_value: Any = None, axis_name: str | None = None, coord_name: str | None = None, order: Sequence[str] | None = None) -> Any: ...
+def argsort(a: ArrayLike, axis: int | str | None = -1, *, kind: None = None, order: None = None, stable: builtins.bool = True, descending: builtins.bool = False, dtype: DTypeLike | None = None) -> Array:
+    """``nx.argsort`` acts along the axis given in ``axis``, by position or by name, and keeps it; every other name
+    is a batch axis. Options may be arrays, traced under ``jit`` (``roll``'s shift, ``repeat``'s
+    counts), as in ``jax.numpy``; one with named axes is an error that shows the ``nx.along``
+    spelling.
+
+    The documentation of ``jax.numpy.argsort`` follows.
+
+    Return indices that sort an array.
+
+    JAX implementation of :func:`numpy.argsort`.
+
+    Args:
+      a: array to sort
+      axis: integer axis along which to sort. Defaults to ``-1``, i.e. the last
+        axis. If ``None``, then ``a`` is flattened before being sorted.
+      stable: boolean specifying whether a stable sort should be used. Default=True.
+      descending: boolean specifying whether to sort in descending order. Default=False.
+      kind: deprecated; instead specify sort algorithm using stable=True or stable=False.
+      order: not supported by JAX
+      dtype: optionally specify the dtype of the resulting indices. If not specified,
+        the default integer dtype will be used.
+
+    Returns:
+      Array of indices that sort an array. Returned array will be of shape ``a.shape``
+      (if ``axis`` is an integer) or of shape ``(a.size,)`` (if ``axis`` is None).
+
+    Examples:
+      Simple 1-dimensional sort
+
+      >>> x = jnp.array([1, 3, 5, 4, 2, 1])
+      >>> indices = jnp.argsort(x)
+      >>> indices
+      Array([0, 5, 4, 1, 3, 2], dtype=int32)
+      >>> x[indices]
+      Array([1, 1, 2, 3, 4, 5], dtype=int32)
+
+      Sort along the last axis of an array:
+
+      >>> x = jnp.array([[2, 1, 3],
+      ...                [6, 4, 3]])
+      >>> indices = jnp.argsort(x, axis=1)
+      >>> indices
+      Array([[1, 0, 2],
+             [2, 1, 0]], dtype=int32)
+      >>> jnp.take_along_axis(x, indices, axis=1)
+      Array([[1, 2, 3],
+             [3, 4, 6]], dtype=int32)
+
+
+    See also:
+      - :func:`jax.numpy.sort`: return sorted values directly.
+      - :func:`jax.numpy.lexsort`: lexicographical sort of multiple arrays.
+      - :func:`jax.lax.sort`: lower-level function wrapping XLA's Sort operator.
+    """
+def argwhere(a: Any, *, size: int | None = None, fill_value: Any = None, axis_name: str | None = None, coord_name: str | None = None, order: Sequence[str] | None = None) -> Any:
+    """``nx.argwhere`` gives the coordinates of the non-zero elements along a new named axis ``axis_name``.
+
+    The result has the hits along ``axis_name`` and one coordinate per axis of ``a`` along a coordinate
+    axis: positional (the default, as in ``jax.numpy.argwhere``'s second axis) or named ``coord_name``.
+    Coordinates come in the enumeration order of :func:`nonzero`: the positional axes, then the named axes
+    in ``order`` (default: sorted); ``size=`` and ``fill_value=`` (a scalar or a dict by axis) as there.
+    Without ``axis_name``, an array without names gives ``jax.numpy.argwhere``'s array (a NamedArray
+    without names for a NamedArray).
+
+    >>> import namedarray as nx, jax.numpy as jnp
+    >>> from namedarray.ops.indexing import argwhere
+    >>> x = nx.wrap(jnp.array([[0, 5], [7, 0]]), ["a", "b"])
+    >>> argwhere(x, axis_name="nz", coord_name="axis").unwrap(["nz", "axis"]).tolist()
+    [[0, 1], [1, 0]]
+    """
 @overload
 def around(a: NamedArray, decimals: int = 0, out: None = None) -> NamedArray: ...
 @overload
-def around(a: ArrayLike, decimals: int = 0, out: None = None) -> Array: ...
+def around(a: ArrayLike, decimals: int = 0, out: None = None) -> Array:
+    """``nx.around`` works elementwise and broadcasts by name: the result carries every name of its operands (one size per name), and positional axes broadcast by NumPy's rules.
+
+    The documentation of ``jax.numpy.around`` follows.
+
+    Alias of :func:`jax.numpy.round`
+    """
 @overload
 def array(object: NamedArray, dtype: DTypeLike | None = None, *args, copy: builtins.bool = True, order: str | None = 'K', ndmin: int = 0, device: jax.Device | jax.sharding.Sharding | None = None, out_sharding: jax.sharding.NamedSharding | jax.P | None = None) -> NamedArray: ...
 @overload
-def array(object: Any, dtype: DTypeLike | None = None, *args, copy: builtins.bool = True, order: str | None = 'K', ndmin: int = 0, device: jax.Device | jax.sharding.Sharding | None = None, out_sharding: jax.sharding.NamedSharding | jax.P | None = None) -> Array: ...
-def array_equal(a1: Any, a2: Any, equal_nan: builtins.bool = False) -> Any: ...
-def array_equiv(a1: Any, a2: Any) -> Any: ...
-def array_repr(arr, max_line_width=None, precision=None, suppress_small=None): ...
+def array(object: Any, dtype: DTypeLike | None = None, *args, copy: builtins.bool = True, order: str | None = 'K', ndmin: int = 0, device: jax.Device | jax.sharding.Sharding | None = None, out_sharding: jax.sharding.NamedSharding | jax.P | None = None) -> Array:
+    """``nx.array`` is lifted: it runs as if vmapped over every named axis of its NamedArray arguments, and
+    the result carries their names. Integer axis arguments count positional axes only, and a value
+    whose names leave it too few positional axes is an error.
+
+    The documentation of ``jax.numpy.array`` follows.
+
+    Convert an object to a JAX array.
+
+    JAX implementation of :func:`numpy.array`.
+
+    Args:
+      object: an object that is convertible to an array. This includes JAX
+        arrays, NumPy arrays, Python scalars, Python collections like lists
+        and tuples, objects with a ``__jax_array__`` method, and objects
+        supporting the Python buffer protocol.
+      dtype: optionally specify the dtype of the output array. If not
+        specified it will be inferred from the input.
+      copy: specify whether to force a copy of the input. Default: True.
+      order: not implemented in JAX
+      ndmin: integer specifying the minimum number of dimensions in the
+        output array.
+      device: optional :class:`~jax.Device` or :class:`~jax.sharding.Sharding`
+        to which the created array will be committed.
+      out_sharding: (optional) :class:`~jax.sharding.PartitionSpec` or :class:`~jax.NamedSharding`
+        representing the sharding of the created array (see `explicit sharding`_ for more details).
+        This argument exists for consistency with other array creation routines across JAX.
+        Specifying both ``out_sharding`` and ``device`` will result in an error.
+
+    Returns:
+      A JAX array constructed from the input.
+
+    See also:
+      - :func:`jax.numpy.asarray`: like `array`, but by default only copies
+        when necessary.
+      - :func:`jax.numpy.from_dlpack`: construct a JAX array from an object
+        that implements the dlpack interface.
+      - :func:`jax.numpy.frombuffer`: construct a JAX array from an object
+        that implements the buffer interface.
+
+    Examples:
+      Constructing JAX arrays from Python scalars:
+
+      >>> jnp.array(True)
+      Array(True, dtype=bool)
+      >>> jnp.array(42)
+      Array(42, dtype=int32, weak_type=True)
+      >>> jnp.array(3.5)
+      Array(3.5, dtype=float32, weak_type=True)
+      >>> jnp.array(1 + 1j)
+      Array(1.+1.j, dtype=complex64, weak_type=True)
+
+      Constructing JAX arrays from Python collections:
+
+      >>> jnp.array([1, 2, 3])  # list of ints -> 1D array
+      Array([1, 2, 3], dtype=int32)
+      >>> jnp.array([(1, 2, 3), (4, 5, 6)])  # list of tuples of ints -> 2D array
+      Array([[1, 2, 3],
+             [4, 5, 6]], dtype=int32)
+      >>> jnp.array(range(5))
+      Array([0, 1, 2, 3, 4], dtype=int32)
+
+      Constructing JAX arrays from NumPy arrays:
+
+      >>> jnp.array(np.linspace(0, 2, 5))
+      Array([0. , 0.5, 1. , 1.5, 2. ], dtype=float32)
+
+      Constructing a JAX array via the Python buffer interface, using Python's
+      built-in :mod:`array` module.
+
+      >>> from array import array
+      >>> pybuffer = array('i', [2, 3, 5, 7])
+      >>> jnp.array(pybuffer)
+      Array([2, 3, 5, 7], dtype=int32)
+
+    .. _explicit sharding: https://docs.jax.dev/en/latest/parallel.html
+    """
+def array_equal(a1: Any, a2: Any, equal_nan: builtins.bool = False) -> Any:
+    """Whether ``a1`` and ``a2`` are the same value: the same named shape (names and sizes, in any storage
+    order), the same positional shape, and equal elements (NaNs equal with ``equal_nan``).
+
+    The result is a 0-d NamedArray without names, as ``jnp.array_equal``'s is a 0-d array, so ``bool()``
+    takes it; a different shape gives False, not an error, as in NumPy. Names bound by an enclosing
+    ``nx.xmap`` (or ``nx.shard_map``) are per element there, as in xmap: the result keeps them. Without a
+    NamedArray operand this is ``jnp.array_equal``.
+
+    >>> import namedarray as nx, jax.numpy as jnp
+    >>> x = nx.ones({"a": 2, "b": 3})
+    >>> bool(nx.array_equal(x, nx.ones({"b": 3, "a": 2}))), bool(nx.array_equal(x, nx.ones(())))
+    (True, False)
+    """
+def array_equiv(a1: Any, a2: Any) -> Any:
+    """Whether ``a1`` and ``a2`` are equal once one is broadcast to the other, as ``np.array_equiv`` says.
+
+    By name, one operand's named shape must hold the other's (each name of the smaller one, with the same
+    size), so that the smaller broadcasts into the larger: values over different names (``{"a": 2}`` and
+    ``{"c": 4}``) are not equivalent, whatever their elements. Positional shapes must broadcast together by
+    NumPy's rules, as in ``np.array_equiv``. Shapes that do not fit give False, not an error.
+
+    The result is a 0-d NamedArray without names (``bool()`` takes it); names bound by an enclosing
+    ``nx.xmap`` stay per element. Without a NamedArray operand this is ``jnp.array_equiv``.
+
+    >>> import namedarray as nx
+    >>> x = nx.ones({"a": 2, "b": 3})
+    >>> bool(nx.array_equiv(x, nx.ones({"b": 3}))), bool(nx.array_equiv(x, 1.0))
+    (True, True)
+    >>> bool(nx.array_equiv(x, nx.ones({"c": 4}))), bool(nx.array_equiv(x, nx.ones({"b": 4})))
+    (False, False)
+    """
+def array_repr(arr, max_line_width=None, precision=None, suppress_small=None):
+    """``nx.array_repr`` is lifted: it runs as if vmapped over every named axis of its NamedArray arguments, and
+    the result carries their names. Integer axis arguments count positional axes only, and a value
+    whose names leave it too few positional axes is an error.
+
+    The documentation of ``jax.numpy.array_repr`` follows.
+
+    Return the string representation of an array.
+
+    Parameters
+    ----------
+    arr : ndarray
+        Input array.
+    max_line_width : int, optional
+        Inserts newlines if text is longer than `max_line_width`.
+        Defaults to ``numpy.get_printoptions()['linewidth']``.
+    precision : int, optional
+        Floating point precision.
+        Defaults to ``numpy.get_printoptions()['precision']``.
+    suppress_small : bool, optional
+        Represent numbers "very close" to zero as zero; default is False.
+        Very close is defined by precision: if the precision is 8, e.g.,
+        numbers smaller (in absolute value) than 5e-9 are represented as
+        zero.
+        Defaults to ``numpy.get_printoptions()['suppress']``.
+
+    Returns
+    -------
+    string : str
+      The string representation of an array.
+
+    See Also
+    --------
+    array_str, array2string, set_printoptions
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> np.array_repr(np.array([1,2]))
+    'array([1, 2])'
+    >>> np.array_repr(np.ma.array([0.]))
+    'MaskedArray([0.])'
+    >>> np.array_repr(np.array([], np.int32))
+    'array([], dtype=int32)'
+
+    >>> x = np.array([1e-6, 4e-7, 2, 3])
+    >>> np.array_repr(x, precision=6, suppress_small=True)
+    'array([0.000001,  0.      ,  2.      ,  3.      ])'
+    """
 @overload
 def array_split(ary: NamedArray, indices_or_sections: int | Sequence[int] | NamedArray | ArrayLike, axis: int | str = 0) -> list[NamedArray]: ...
 @overload
 def array_split(ary: NamedArray | ArrayLike, indices_or_sections: NamedArray, axis: int | str = 0) -> list[NamedArray]: ...
 @overload
-def array_split(ary: ArrayLike, indices_or_sections: int | Sequence[int] | ArrayLike, axis: int | str = 0) -> list[Array]: ...
-def array_str(a, max_line_width=None, precision=None, suppress_small=None): ...
+def array_split(ary: ArrayLike, indices_or_sections: int | Sequence[int] | ArrayLike, axis: int | str = 0) -> list[Array]:
+    """``nx.array_split`` acts along the axis given in ``axis``, by position or by name, and keeps it; every other name
+    is a batch axis. Options may be arrays, traced under ``jit`` (``roll``'s shift, ``repeat``'s
+    counts), as in ``jax.numpy``; one with named axes is an error that shows the ``nx.along``
+    spelling.
+
+    The documentation of ``jax.numpy.array_split`` follows.
+
+    Split an array into sub-arrays.
+
+    JAX implementation of :func:`numpy.array_split`.
+
+    Refer to the documentation of :func:`jax.numpy.split` for details; ``array_split``
+    is equivalent to ``split``, but allows integer ``indices_or_sections`` which does
+    not evenly divide the split axis.
+
+    Examples:
+      >>> x = jnp.array([1, 2, 3, 4, 5, 6, 7, 8, 9])
+      >>> chunks = jnp.array_split(x, 4)
+      >>> print(*chunks)
+      [1 2 3] [4 5] [6 7] [8 9]
+
+    See also:
+      - :func:`jax.numpy.split`: split an array along any axis.
+      - :func:`jax.numpy.vsplit`: split vertically, i.e. along axis=0
+      - :func:`jax.numpy.hsplit`: split horizontally, i.e. along axis=1
+      - :func:`jax.numpy.dsplit`: split depth-wise, i.e. along axis=2
+    """
+def array_str(a, max_line_width=None, precision=None, suppress_small=None):
+    """``nx.array_str`` is lifted: it runs as if vmapped over every named axis of its NamedArray arguments, and
+    the result carries their names. Integer axis arguments count positional axes only, and a value
+    whose names leave it too few positional axes is an error.
+
+    The documentation of ``jax.numpy.array_str`` follows.
+
+    Return a string representation of the data in an array.
+
+    The data in the array is returned as a single string.  This function is
+    similar to `array_repr`, the difference being that `array_repr` also
+    returns information on the kind of array and its data type.
+
+    Parameters
+    ----------
+    a : ndarray
+        Input array.
+    max_line_width : int, optional
+        Inserts newlines if text is longer than `max_line_width`.
+        Defaults to ``numpy.get_printoptions()['linewidth']``.
+    precision : int, optional
+        Floating point precision.
+        Defaults to ``numpy.get_printoptions()['precision']``.
+    suppress_small : bool, optional
+        Represent numbers "very close" to zero as zero; default is False.
+        Very close is defined by precision: if the precision is 8, e.g.,
+        numbers smaller (in absolute value) than 5e-9 are represented as
+        zero.
+        Defaults to ``numpy.get_printoptions()['suppress']``.
+
+    See Also
+    --------
+    array2string, array_repr, set_printoptions
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> np.array_str(np.arange(3))
+    '[0 1 2]'
+    """
 @overload
 def asarray(a: NamedArray, dtype: DTypeLike | None = None, order: str | None = None, *, copy: builtins.bool | None = None, device: jax.Device | jax.sharding.Sharding | None = None, out_sharding: jax.sharding.NamedSharding | jax.P | None = None) -> NamedArray: ...
 @overload
-def asarray(a: Any, dtype: DTypeLike | None = None, order: str | None = None, *, copy: builtins.bool | None = None, device: jax.Device | jax.sharding.Sharding | None = None, out_sharding: jax.sharding.NamedSharding | jax.P | None = None) -> Array: ...
+def asarray(a: Any, dtype: DTypeLike | None = None, order: str | None = None, *, copy: builtins.bool | None = None, device: jax.Device | jax.sharding.Sharding | None = None, out_sharding: jax.sharding.NamedSharding | jax.P | None = None) -> Array:
+    """``nx.asarray`` is lifted: it runs as if vmapped over every named axis of its NamedArray arguments, and
+    the result carries their names. Integer axis arguments count positional axes only, and a value
+    whose names leave it too few positional axes is an error.
+
+    The documentation of ``jax.numpy.asarray`` follows.
+
+    Convert an object to a JAX array.
+
+    JAX implementation of :func:`numpy.asarray`.
+
+    Args:
+      a: an object that is convertible to an array. This includes JAX
+        arrays, NumPy arrays, Python scalars, Python collections like lists
+        and tuples, objects with a ``__jax_array__`` method, and objects
+        supporting the Python buffer protocol.
+      dtype: optionally specify the dtype of the output array. If not
+        specified it will be inferred from the input.
+      order: not implemented in JAX
+      copy: optional boolean specifying the copy mode. If True, then always
+        return a copy. If False, then error if a copy is necessary. Default is
+        None, which will only copy when necessary.
+      device: optional :class:`~jax.Device` or :class:`~jax.sharding.Sharding`
+        to which the created array will be committed.
+
+    Returns:
+      A JAX array constructed from the input.
+
+    See also:
+      - :func:`jax.numpy.array`: like `asarray`, but defaults to `copy=True`.
+      - :func:`jax.numpy.from_dlpack`: construct a JAX array from an object
+        that implements the dlpack interface.
+      - :func:`jax.numpy.frombuffer`: construct a JAX array from an object
+        that implements the buffer interface.
+
+    Examples:
+      Constructing JAX arrays from Python scalars:
+
+      >>> jnp.asarray(True)
+      Array(True, dtype=bool)
+      >>> jnp.asarray(42)
+      Array(42, dtype=int32, weak_type=True)
+      >>> jnp.asarray(3.5)
+      Array(3.5, dtype=float32, weak_type=True)
+      >>> jnp.asarray(1 + 1j)
+      Array(1.+1.j, dtype=complex64, weak_type=True)
+
+      Constructing JAX arrays from Python collections:
+
+      >>> jnp.asarray([1, 2, 3])  # list of ints -> 1D array
+      Array([1, 2, 3], dtype=int32)
+      >>> jnp.asarray([(1, 2, 3), (4, 5, 6)])  # list of tuples of ints -> 2D array
+      Array([[1, 2, 3],
+             [4, 5, 6]], dtype=int32)
+      >>> jnp.asarray(range(5))
+      Array([0, 1, 2, 3, 4], dtype=int32)
+
+      Constructing JAX arrays from NumPy arrays:
+
+      >>> jnp.asarray(np.linspace(0, 2, 5))
+      Array([0. , 0.5, 1. , 1.5, 2. ], dtype=float32)
+
+      Constructing a JAX array via the Python buffer interface, using Python's
+      built-in :mod:`array` module.
+
+      >>> from array import array
+      >>> pybuffer = array('i', [2, 3, 5, 7])
+      >>> jnp.asarray(pybuffer)
+      Array([2, 3, 5, 7], dtype=int32)
+    """
 @overload
 def asin(x: NamedArray, /) -> NamedArray: ...
 @overload
-def asin(x: ArrayLike, /) -> Array: ...
+def asin(x: ArrayLike, /) -> Array:
+    """``nx.asin`` works elementwise and broadcasts by name: the result carries every name of its operands (one size per name), and positional axes broadcast by NumPy's rules.
+
+    The documentation of ``jax.numpy.asin`` follows.
+
+    Alias of :func:`jax.numpy.arcsin`
+    """
 @overload
 def asinh(x: NamedArray, /) -> NamedArray: ...
 @overload
-def asinh(x: ArrayLike, /) -> Array: ...
+def asinh(x: ArrayLike, /) -> Array:
+    """``nx.asinh`` works elementwise and broadcasts by name: the result carries every name of its operands (one size per name), and positional axes broadcast by NumPy's rules.
+
+    The documentation of ``jax.numpy.asinh`` follows.
+
+    Alias of :func:`jax.numpy.arcsinh`
+    """
 @overload
 def astype(x: NamedArray, dtype: DTypeLike | None, /, *, copy: builtins.bool = False, device: Any = None) -> NamedArray: ...
 @overload
-def astype(x: ArrayLike, dtype: DTypeLike | None, /, *, copy: builtins.bool = False, device: Any = None) -> Array: ...
+def astype(x: ArrayLike, dtype: DTypeLike | None, /, *, copy: builtins.bool = False, device: Any = None) -> Array:
+    """``nx.astype`` is lifted: it runs as if vmapped over every named axis of its NamedArray arguments, and
+    the result carries their names. Integer axis arguments count positional axes only, and a value
+    whose names leave it too few positional axes is an error.
+
+    The documentation of ``jax.numpy.astype`` follows.
+
+    Convert an array to a specified dtype.
+
+    JAX implementation of :func:`numpy.astype`.
+
+    This is implemented via :func:`jax.lax.convert_element_type`, which may
+    have slightly different behavior than :func:`numpy.astype` in some cases.
+    In particular, the details of float-to-int and int-to-float casts are
+    implementation dependent.
+
+    Args:
+      x: input array to convert
+      dtype: output dtype
+      copy: if True, then always return a copy. If False (default) then only
+        return a copy if necessary.
+      device: optionally specify the device to which the output will be committed.
+
+    Returns:
+      An array with the same shape as ``x``, containing values of the specified
+      dtype.
+
+    See Also:
+      - :func:`jax.lax.convert_element_type`: lower-level function for XLA-style
+        dtype conversions.
+
+    Examples:
+      >>> x = jnp.array([0, 1, 2, 3])
+      >>> x
+      Array([0, 1, 2, 3], dtype=int32)
+      >>> x.astype('float32')
+      Array([0.0, 1.0, 2.0, 3.0], dtype=float32)
+
+      >>> y = jnp.array([0.0, 0.5, 1.0])
+      >>> y.astype(int)  # truncates fractional values
+      Array([0, 0, 1], dtype=int32)
+    """
 @overload
 def atan(x: NamedArray, /) -> NamedArray: ...
 @overload
-def atan(x: ArrayLike, /) -> Array: ...
+def atan(x: ArrayLike, /) -> Array:
+    """``nx.atan`` works elementwise and broadcasts by name: the result carries every name of its operands (one size per name), and positional axes broadcast by NumPy's rules.
+
+    The documentation of ``jax.numpy.atan`` follows.
+
+    Alias of :func:`jax.numpy.arctan`
+    """
 @overload
 def atan2(x1: NamedArray, x2: NamedArray | ArrayLike, /) -> NamedArray: ...
 @overload
 def atan2(x1: NamedArray | ArrayLike, x2: NamedArray, /) -> NamedArray: ...
 @overload
-def atan2(x1: ArrayLike, x2: ArrayLike, /) -> Array: ...
+def atan2(x1: ArrayLike, x2: ArrayLike, /) -> Array:
+    """``nx.atan2`` works elementwise and broadcasts by name: the result carries every name of its operands (one size per name), and positional axes broadcast by NumPy's rules.
+
+    The documentation of ``jax.numpy.atan2`` follows.
+
+    Alias of :func:`jax.numpy.arctan2`
+    """
 @overload
 def atanh(x: NamedArray, /) -> NamedArray: ...
 @overload
-def atanh(x: ArrayLike, /) -> Array: ...
+def atanh(x: ArrayLike, /) -> Array:
+    """``nx.atanh`` works elementwise and broadcasts by name: the result carries every name of its operands (one size per name), and positional axes broadcast by NumPy's rules.
+
+    The documentation of ``jax.numpy.atanh`` follows.
+
+    Alias of :func:`jax.numpy.arctanh`
+    """
 @overload
 def atleast_1d() -> list[Array]: ...
 @overload
 def atleast_1d(x: ArrayLike, /) -> Array: ...
 @overload
-def atleast_1d(x: ArrayLike, y: ArrayLike, /, *arys: ArrayLike) -> list[Array]: ...
+def atleast_1d(x: ArrayLike, y: ArrayLike, /, *arys: ArrayLike) -> list[Array]:
+    """``nx.atleast_1d`` is lifted: it runs as if vmapped over every named axis of its NamedArray arguments, and
+    the result carries their names. Integer axis arguments count positional axes only, and a value
+    whose names leave it too few positional axes is an error.
+
+    The documentation of ``jax.numpy.atleast_1d`` follows.
+
+    Convert inputs to arrays with at least 1 dimension.
+
+    JAX implementation of :func:`numpy.atleast_1d`.
+
+    Args:
+      zero or more arraylike arguments.
+
+    Returns:
+      an array or list of arrays corresponding to the input values. Arrays
+      of shape ``()`` are converted to shape ``(1,)``, and arrays with other
+      shapes are returned unchanged.
+
+    See also:
+      - :func:`jax.numpy.asarray`
+      - :func:`jax.numpy.atleast_2d`
+      - :func:`jax.numpy.atleast_3d`
+
+    Examples:
+      Scalar arguments are converted to 1D, length-1 arrays:
+
+      >>> x = jnp.float32(1.0)
+      >>> jnp.atleast_1d(x)
+      Array([1.], dtype=float32)
+
+      Higher dimensional inputs are returned unchanged:
+
+      >>> y = jnp.arange(4)
+      >>> jnp.atleast_1d(y)
+      Array([0, 1, 2, 3], dtype=int32)
+
+      Multiple arguments can be passed to the function at once, in which
+      case a list of results is returned:
+
+      >>> jnp.atleast_1d(x, y)
+      [Array([1.], dtype=float32), Array([0, 1, 2, 3], dtype=int32)]
+    """
 @overload
 def atleast_2d() -> list[Array]: ...
 @overload
 def atleast_2d(x: ArrayLike, /) -> Array: ...
 @overload
-def atleast_2d(x: ArrayLike, y: ArrayLike, /, *arys: ArrayLike) -> list[Array]: ...
+def atleast_2d(x: ArrayLike, y: ArrayLike, /, *arys: ArrayLike) -> list[Array]:
+    """``nx.atleast_2d`` is lifted: it runs as if vmapped over every named axis of its NamedArray arguments, and
+    the result carries their names. Integer axis arguments count positional axes only, and a value
+    whose names leave it too few positional axes is an error.
+
+    The documentation of ``jax.numpy.atleast_2d`` follows.
+
+    Convert inputs to arrays with at least 2 dimensions.
+
+    JAX implementation of :func:`numpy.atleast_2d`.
+
+    Args:
+      zero or more arraylike arguments.
+
+    Returns:
+      an array or list of arrays corresponding to the input values. Arrays
+      of shape ``()`` are converted to shape ``(1, 1)``, 1D arrays of shape
+      ``(N,)`` are converted to shape ``(1, N)``, and arrays of all other
+      shapes are returned unchanged.
+
+    See also:
+      - :func:`jax.numpy.asarray`
+      - :func:`jax.numpy.atleast_1d`
+      - :func:`jax.numpy.atleast_3d`
+
+    Examples:
+      Scalar arguments are converted to 2D, size-1 arrays:
+
+      >>> x = jnp.float32(1.0)
+      >>> jnp.atleast_2d(x)
+      Array([[1.]], dtype=float32)
+
+      One-dimensional arguments have a unit dimension prepended to the shape:
+
+      >>> y = jnp.arange(4)
+      >>> jnp.atleast_2d(y)
+      Array([[0, 1, 2, 3]], dtype=int32)
+
+      Higher dimensional inputs are returned unchanged:
+
+      >>> z = jnp.ones((2, 3))
+      >>> jnp.atleast_2d(z)
+      Array([[1., 1., 1.],
+             [1., 1., 1.]], dtype=float32)
+
+      Multiple arguments can be passed to the function at once, in which
+      case a list of results is returned:
+
+      >>> jnp.atleast_2d(x, y)
+      [Array([[1.]], dtype=float32), Array([[0, 1, 2, 3]], dtype=int32)]
+    """
 @overload
 def atleast_3d() -> list[Array]: ...
 @overload
 def atleast_3d(x: ArrayLike, /) -> Array: ...
 @overload
-def atleast_3d(x: ArrayLike, y: ArrayLike, /, *arys: ArrayLike) -> list[Array]: ...
+def atleast_3d(x: ArrayLike, y: ArrayLike, /, *arys: ArrayLike) -> list[Array]:
+    """``nx.atleast_3d`` is lifted: it runs as if vmapped over every named axis of its NamedArray arguments, and
+    the result carries their names. Integer axis arguments count positional axes only, and a value
+    whose names leave it too few positional axes is an error.
+
+    The documentation of ``jax.numpy.atleast_3d`` follows.
+
+    Convert inputs to arrays with at least 3 dimensions.
+
+    JAX implementation of :func:`numpy.atleast_3d`.
+
+    Args:
+      zero or more arraylike arguments.
+
+    Returns:
+      an array or list of arrays corresponding to the input values. Arrays
+      of shape ``()`` are converted to shape ``(1, 1, 1)``, 1D arrays of
+      shape ``(N,)`` are converted to shape ``(1, N, 1)``, 2D arrays of
+      shape ``(M, N)`` are converted to shape ``(M, N, 1)``, and arrays
+      of all other shapes are returned unchanged.
+
+    See also:
+      - :func:`jax.numpy.asarray`
+      - :func:`jax.numpy.atleast_1d`
+      - :func:`jax.numpy.atleast_2d`
+
+    Examples:
+      Scalar arguments are converted to 3D, size-1 arrays:
+
+      >>> x = jnp.float32(1.0)
+      >>> jnp.atleast_3d(x)
+      Array([[[1.]]], dtype=float32)
+
+      1D arrays have a unit dimension prepended and appended:
+
+      >>> y = jnp.arange(4)
+      >>> jnp.atleast_3d(y).shape
+      (1, 4, 1)
+
+      2D arrays have a unit dimension appended:
+
+      >>> z = jnp.ones((2, 3))
+      >>> jnp.atleast_3d(z).shape
+      (2, 3, 1)
+
+      Multiple arguments can be passed to the function at once, in which
+      case a list of results is returned:
+
+      >>> x3, y3 = jnp.atleast_3d(x, y)
+      >>> print(x3)
+      [[[1.]]]
+      >>> print(y3)
+      [[[0]
+        [1]
+        [2]
+        [3]]]
+    """
 @overload
 def average(a: NamedArray, axis: Any = None, weights: NamedArray | ArrayLike | None = None, returned: builtins.bool = False, keepdims: builtins.bool = False) -> NamedArray | tuple[NamedArray, NamedArray]: ...
 @overload
 def average(a: NamedArray | ArrayLike, axis: Any = None, *, weights: NamedArray, returned: builtins.bool = False, keepdims: builtins.bool = False) -> NamedArray | tuple[NamedArray, NamedArray]: ...
 @overload
-def average(a: ArrayLike, axis: Any = None, weights: ArrayLike | None = ..., returned: builtins.bool = False, keepdims: builtins.bool = False) -> Array | tuple[Array, Array]: ...
-def axis_index(axis_name: str | Sequence[str]) -> NamedArray: ...
-def axis_rules(rules: Mapping[str, Any] | None = None) -> Any: ...
-def axis_size(axis_name: str | Sequence[str]) -> int: ...
-def bartlett(M: int) -> Array: ...
+def average(a: ArrayLike, axis: Any = None, weights: ArrayLike | None = ..., returned: builtins.bool = False, keepdims: builtins.bool = False) -> Array | tuple[Array, Array]:
+    """``nx.average`` is lifted: it runs as if vmapped over every named axis of its NamedArray arguments, and
+    the result carries their names. Integer axis arguments count positional axes only, and a value
+    whose names leave it too few positional axes is an error.
+
+    The documentation of ``jax.numpy.average`` follows.
+
+    Compute the weighed average.
+
+    JAX Implementation of :func:`numpy.average`.
+
+    Args:
+      a: array to be averaged
+      axis: an optional integer or sequence of integers specifying the axis along which
+        the mean to be computed. If not specified, mean is computed along all the axes.
+      weights: an optional array of weights for a weighted average. This must either exactly
+        match the shape of `a`, or if `axis` is specified, it must have shape ``a.shape[axis]``
+        for a single axis, or shape ``tuple(a.shape[ax] for ax in axis)`` for multiple axes.
+      returned: If False (default) then return only the average. If True then return both
+        the average and the normalization factor (i.e. the sum of weights).
+      keepdims: If True, reduced axes are left in the result with size 1. If False (default)
+        then reduced axes are squeezed out.
+
+    Returns:
+      An array ``average`` or tuple of arrays ``(average, normalization)`` if
+      ``returned`` is True.
+
+    See also:
+      - :func:`jax.numpy.mean`: unweighted mean.
+
+    Examples:
+      Simple average:
+
+      >>> x = jnp.array([1, 2, 3, 2, 4])
+      >>> jnp.average(x)
+      Array(2.4, dtype=float32)
+
+      Weighted average:
+
+      >>> weights = jnp.array([2, 1, 3, 2, 2])
+      >>> jnp.average(x, weights=weights)
+      Array(2.5, dtype=float32)
+
+      Use ``returned=True`` to optionally return the normalization, i.e. the
+      sum of weights:
+
+      >>> jnp.average(x, returned=True)
+      (Array(2.4, dtype=float32), Array(5., dtype=float32))
+      >>> jnp.average(x, weights=weights, returned=True)
+      (Array(2.5, dtype=float32), Array(10., dtype=float32))
+
+      Weighted average along a specified axis:
+
+      >>> x = jnp.array([[8, 2, 7],
+      ...                [3, 6, 4]])
+      >>> weights = jnp.array([1, 2, 3])
+      >>> jnp.average(x, weights=weights, axis=1)
+      Array([5.5, 4.5], dtype=float32)
+    """
+def axis_index(axis_name: str | Sequence[str]) -> NamedArray:
+    """The index along bound named axes, as an int32 NamedArray carrying them.
+
+    Over a tuple of names it is the row-major linear index. The sizes come from the enclosing ``nx.xmap``;
+    an unbound name is an :class:`~namedarray.errors.UnboundAxisError`.
+
+    >>> import namedarray as nx
+    >>> with nx.env.bind({"i": 2, "j": 3}):
+    ...     nx.axis_index(("i", "j")).unwrap(["i", "j"]).tolist()
+    [[0, 1, 2], [3, 4, 5]]
+    """
+def axis_rules(rules: Mapping[str, Any] | None = None) -> Any:
+    """Map logical axis names to mesh axes: the rules ``x.shard()`` (and ``nx.sharding``, ``nx.jit``) lay
+    values out by when given no ``resources``.
+
+    ``with nx.axis_rules({"batch": "data", "embed": ("data", "model"), "vocab": None}):`` maps each name to
+    a mesh axis, a tuple of mesh axes (major to minor) or ``None`` (replicated). Blocks nest, the inner
+    rule winning per name, and hold per thread and per asyncio task; the same object decorates a function
+    (``@nx.axis_rules({...})``). Model code then calls ``.shard()`` with no hardware names, and the user
+    picks the parallel strategy with one mapping. ``nx.axis_rules()`` with no argument returns the rules in
+    force, in rank order.
+
+    The rules are ranked by their order (the mapping's insertion order): for a value that carries several
+    names mapped to one mesh axis, the first of them in rank order is split over it, and a rule whose mesh
+    axes (all of them, for a tuple) an earlier-ranked name of the value took is skipped, leaving that name
+    replicated in that value. This is fully sharded data parallelism by name: under ``{"batch": "data",
+    "embed": "data"}`` parameters split ``embed`` over ``data``, and activations carrying ``batch`` and
+    ``embed`` are split by ``batch`` alone. In a nested block a name mapped again keeps its rank, and new
+    names rank after the enclosing block's. The rank depends on the program text only (not on the order a
+    value stores its names in), so every process of a job lays every value out alike.
+
+    >>> import namedarray as nx
+    >>> with nx.axis_rules({"batch": "data"}), nx.axis_rules({"embed": ["model"]}):
+    ...     nx.axis_rules()
+    {'batch': 'data', 'embed': ('model',)}
+    >>> nx.axis_rules()
+    {}
+    """
+def axis_size(axis_name: str | Sequence[str]) -> int:
+    """The size of bound named axes (the product over a tuple), as a Python int.
+
+    >>> import namedarray as nx
+    >>> with nx.env.bind({"batch": 8}):
+    ...     nx.axis_size("batch")
+    8
+    """
+def bartlett(M: int) -> Array:
+    """``nx.bartlett`` is lifted: it runs as if vmapped over every named axis of its NamedArray arguments, and
+    the result carries their names. Integer axis arguments count positional axes only, and a value
+    whose names leave it too few positional axes is an error.
+
+    The documentation of ``jax.numpy.bartlett`` follows.
+
+    Return a Bartlett window of size M.
+
+    JAX implementation of :func:`numpy.bartlett`.
+
+    Args:
+      M: The window size.
+
+    Returns:
+      An array of size M containing the Bartlett window.
+
+    Examples:
+      >>> with jnp.printoptions(precision=2, suppress=True):
+      ...   print(jnp.bartlett(4))
+      [0.   0.67 0.67 0.  ]
+
+    See also:
+      - :func:`jax.numpy.blackman`: return a Blackman window of size M.
+      - :func:`jax.numpy.hamming`: return a Hamming window of size M.
+      - :func:`jax.numpy.hanning`: return a Hanning window of size M.
+      - :func:`jax.numpy.kaiser`: return a Kaiser window of size M.
+    """
 @overload
 def bincount(x: NamedArray, weights: NamedArray | ArrayLike | None = None, minlength: int = 0, *, length: int | None = None, out_sharding: Any = None) -> NamedArray: ...
 @overload
 def bincount(x: NamedArray | ArrayLike, *, weights: NamedArray, minlength: int = 0, length: int | None = None, out_sharding: Any = None) -> NamedArray: ...
 @overload
-def bincount(x: ArrayLike, weights: ArrayLike | None = ..., minlength: int = 0, *, length: int | None = None, out_sharding: Any = None) -> Array: ...
+def bincount(x: ArrayLike, weights: ArrayLike | None = ..., minlength: int = 0, *, length: int | None = None, out_sharding: Any = None) -> Array:
+    """``nx.bincount`` is lifted: it runs as if vmapped over every named axis of its NamedArray arguments, and
+    the result carries their names. Integer axis arguments count positional axes only, and a value
+    whose names leave it too few positional axes is an error.
+
+    The documentation of ``jax.numpy.bincount`` follows.
+
+    Count the number of occurrences of each value in an integer array.
+
+    JAX implementation of :func:`numpy.bincount`.
+
+    For an array of non-negative integers ``x``, this function returns an array ``counts``
+    of size ``x.max() + 1``, such that ``counts[i]`` contains the number of occurrences
+    of the value ``i`` in ``x``.
+
+    The JAX version has a few differences from the NumPy version:
+
+    - In NumPy, passing an array ``x`` with negative entries will result in an error.
+      In JAX, negative values are clipped to zero.
+    - JAX adds an optional ``length`` parameter which can be used to statically specify
+      the length of the output array so that this function can be used with transformations
+      like :func:`jax.jit`. In this case, items larger than `length + 1` will be dropped.
+
+    Args:
+      x : 1-dimensional array of non-negative integers
+      weights: optional array of weights associated with ``x``. If not specified, the
+        weight for each entry will be ``1``.
+      minlength: the minimum length of the output counts array.
+      length: the length of the output counts array. Must be specified statically for
+        ``bincount`` to be used with :func:`jax.jit` and other JAX transformations.
+      out_sharding: (optional) :class:`~jax.NamedSharding` or :class:`~jax.P` to
+        which the created array will be committed. Use `out_sharding` argument,
+        if using explicit sharding (https://docs.jax.dev/en/latest/parallel.html).
+
+    Returns:
+      An array of counts or summed weights reflecting the number of occurrences of values
+      in ``x``.
+
+    See Also:
+      - :func:`jax.numpy.histogram`
+      - :func:`jax.numpy.digitize`
+      - :func:`jax.numpy.unique_counts`
+
+    Examples:
+      Basic bincount:
+
+      >>> x = jnp.array([1, 1, 2, 3, 3, 3])
+      >>> jnp.bincount(x)
+      Array([0, 2, 1, 3], dtype=int32)
+
+      Weighted bincount:
+
+      >>> weights = jnp.array([1, 2, 3, 4, 5, 6])
+      >>> jnp.bincount(x, weights)
+      Array([ 0,  3,  3, 15], dtype=int32)
+
+      Specifying a static ``length`` makes this jit-compatible:
+
+      >>> jit_bincount = jax.jit(jnp.bincount, static_argnames=['length'])
+      >>> jit_bincount(x, length=5)
+      Array([0, 2, 1, 3, 0], dtype=int32)
+
+      Any negative numbers are clipped to the first bin, and numbers beyond the
+      specified ``length`` are dropped:
+
+      >>> x = jnp.array([-1, -1, 1, 3, 10])
+      >>> jnp.bincount(x, length=5)
+      Array([2, 1, 0, 1, 0], dtype=int32)
+    """
 @overload
 def bitwise_and(x1: NamedArray, x2: NamedArray | ArrayLike, /) -> NamedArray: ...
 @overload
 def bitwise_and(x1: NamedArray | ArrayLike, x2: NamedArray, /) -> NamedArray: ...
 @overload
-def bitwise_and(x1: ArrayLike, x2: ArrayLike, /) -> Array: ...
+def bitwise_and(x1: ArrayLike, x2: ArrayLike, /) -> Array:
+    """``nx.bitwise_and`` works elementwise and broadcasts by name: the result carries every name of its operands (one size per name), and positional axes broadcast by NumPy's rules.
+
+    The documentation of ``jax.numpy.bitwise_and`` follows.
+
+    Compute the bitwise AND operation elementwise.
+
+    JAX implementation of :obj:`numpy.bitwise_and`. This is a universal function,
+    and supports the additional APIs described at :class:`jax.numpy.ufunc`.
+    This function provides the implementation of the ``&`` operator for
+    JAX arrays.
+
+    Args:
+      x, y: integer or boolean arrays. Must be broadcastable to a common shape.
+
+    Returns:
+      Array containing the result of the element-wise bitwise AND.
+
+    Examples:
+      Calling ``bitwise_and`` explicitly:
+
+      >>> x = jnp.arange(4)
+      >>> jnp.bitwise_and(x, 1)
+      Array([0, 1, 0, 1], dtype=int32)
+
+      Calling ``bitwise_and`` via the ``&`` operator:
+
+      >>> x & 1
+      Array([0, 1, 0, 1], dtype=int32)
+    """
 @overload
 def bitwise_count(x: NamedArray, /) -> NamedArray: ...
 @overload
-def bitwise_count(x: ArrayLike, /) -> Array: ...
+def bitwise_count(x: ArrayLike, /) -> Array:
+    """``nx.bitwise_count`` works elementwise and broadcasts by name: the result carries every name of its operands (one size per name), and positional axes broadcast by NumPy's rules.
+
+    The documentation of ``jax.numpy.bitwise_count`` follows.
+
+    Counts the number of 1 bits in the binary representation of the absolute value
+    of each element of ``x``.
+
+    JAX implementation of :obj:`numpy.bitwise_count`.
+
+    Args:
+      x: Input array, only accepts integer subtypes
+
+    Returns:
+      An array-like object containing the binary 1 bit counts of the absolute value of
+      each element in ``x``, with the same shape as ``x`` of dtype uint8.
+
+    Examples:
+      >>> x1 = jnp.array([64, 32, 31, 20])
+      >>> # 64 = 0b1000000, 32 = 0b100000, 31 = 0b11111, 20 = 0b10100
+      >>> jnp.bitwise_count(x1)
+      Array([1, 1, 5, 2], dtype=uint8)
+
+      >>> x2 = jnp.array([-16, -7, 7])
+      >>> # |-16| = 0b10000, |-7| = 0b111, 7 = 0b111
+      >>> jnp.bitwise_count(x2)
+      Array([1, 3, 3], dtype=uint8)
+
+      >>> x3 = jnp.array([[2, -7],[-9, 7]])
+      >>> # 2 = 0b10, |-7| = 0b111, |-9| = 0b1001, 7 = 0b111
+      >>> jnp.bitwise_count(x3)
+      Array([[1, 3],
+             [2, 3]], dtype=uint8)
+    """
 @overload
 def bitwise_invert(x: NamedArray, /) -> NamedArray: ...
 @overload
-def bitwise_invert(x: ArrayLike, /) -> Array: ...
+def bitwise_invert(x: ArrayLike, /) -> Array:
+    """``nx.bitwise_invert`` works elementwise and broadcasts by name: the result carries every name of its operands (one size per name), and positional axes broadcast by NumPy's rules.
+
+    The documentation of ``jax.numpy.bitwise_invert`` follows.
+
+    Alias of :func:`jax.numpy.invert`.
+    """
 @overload
 def bitwise_left_shift(x: NamedArray, y: NamedArray | ArrayLike, /) -> NamedArray: ...
 @overload
 def bitwise_left_shift(x: NamedArray | ArrayLike, y: NamedArray, /) -> NamedArray: ...
 @overload
-def bitwise_left_shift(x: ArrayLike, y: ArrayLike, /) -> Array: ...
+def bitwise_left_shift(x: ArrayLike, y: ArrayLike, /) -> Array:
+    """``nx.bitwise_left_shift`` works elementwise and broadcasts by name: the result carries every name of its operands (one size per name), and positional axes broadcast by NumPy's rules.
+
+    The documentation of ``jax.numpy.bitwise_left_shift`` follows.
+
+    Alias of :func:`jax.numpy.left_shift`.
+    """
 @overload
 def bitwise_not(x: NamedArray, /) -> NamedArray: ...
 @overload
-def bitwise_not(x: ArrayLike, /) -> Array: ...
+def bitwise_not(x: ArrayLike, /) -> Array:
+    """``nx.bitwise_not`` works elementwise and broadcasts by name: the result carries every name of its operands (one size per name), and positional axes broadcast by NumPy's rules.
+
+    The documentation of ``jax.numpy.bitwise_not`` follows.
+
+    Alias of :func:`jax.numpy.invert`.
+    """
 @overload
 def bitwise_or(x1: NamedArray, x2: NamedArray | ArrayLike, /) -> NamedArray: ...
 @overload
 def bitwise_or(x1: NamedArray | ArrayLike, x2: NamedArray, /) -> NamedArray: ...
 @overload
-def bitwise_or(x1: ArrayLike, x2: ArrayLike, /) -> Array: ...
+def bitwise_or(x1: ArrayLike, x2: ArrayLike, /) -> Array:
+    """``nx.bitwise_or`` works elementwise and broadcasts by name: the result carries every name of its operands (one size per name), and positional axes broadcast by NumPy's rules.
+
+    The documentation of ``jax.numpy.bitwise_or`` follows.
+
+    Compute the bitwise OR operation elementwise.
+
+    JAX implementation of :obj:`numpy.bitwise_or`. This is a universal function,
+    and supports the additional APIs described at :class:`jax.numpy.ufunc`.
+    This function provides the implementation of the ``|`` operator for
+    JAX arrays.
+
+    Args:
+      x, y: integer or boolean arrays. Must be broadcastable to a common shape.
+
+    Returns:
+      Array containing the result of the element-wise bitwise OR.
+
+    Examples:
+      Calling ``bitwise_or`` explicitly:
+
+      >>> x = jnp.arange(4)
+      >>> jnp.bitwise_or(x, 1)
+      Array([1, 1, 3, 3], dtype=int32)
+
+      Calling ``bitwise_or`` via the ``|`` operator:
+
+      >>> x | 1
+      Array([1, 1, 3, 3], dtype=int32)
+    """
 @overload
 def bitwise_right_shift(x1: NamedArray, x2: NamedArray | ArrayLike, /) -> NamedArray: ...
 @overload
 def bitwise_right_shift(x1: NamedArray | ArrayLike, x2: NamedArray, /) -> NamedArray: ...
 @overload
-def bitwise_right_shift(x1: ArrayLike, x2: ArrayLike, /) -> Array: ...
+def bitwise_right_shift(x1: ArrayLike, x2: ArrayLike, /) -> Array:
+    """``nx.bitwise_right_shift`` works elementwise and broadcasts by name: the result carries every name of its operands (one size per name), and positional axes broadcast by NumPy's rules.
+
+    The documentation of ``jax.numpy.bitwise_right_shift`` follows.
+
+    Alias of :func:`jax.numpy.right_shift`.
+    """
 @overload
 def bitwise_xor(x1: NamedArray, x2: NamedArray | ArrayLike, /) -> NamedArray: ...
 @overload
 def bitwise_xor(x1: NamedArray | ArrayLike, x2: NamedArray, /) -> NamedArray: ...
 @overload
-def bitwise_xor(x1: ArrayLike, x2: ArrayLike, /) -> Array: ...
-def blackman(M: int) -> Array: ...
+def bitwise_xor(x1: ArrayLike, x2: ArrayLike, /) -> Array:
+    """``nx.bitwise_xor`` works elementwise and broadcasts by name: the result carries every name of its operands (one size per name), and positional axes broadcast by NumPy's rules.
+
+    The documentation of ``jax.numpy.bitwise_xor`` follows.
+
+    Compute the bitwise XOR operation elementwise.
+
+    JAX implementation of :obj:`numpy.bitwise_xor`. This is a universal function,
+    and supports the additional APIs described at :class:`jax.numpy.ufunc`.
+    This function provides the implementation of the ``^`` operator for
+    JAX arrays.
+
+    Args:
+      x, y: integer or boolean arrays. Must be broadcastable to a common shape.
+
+    Returns:
+      Array containing the result of the element-wise bitwise XOR.
+
+    Examples:
+      Calling ``bitwise_xor`` explicitly:
+
+      >>> x = jnp.arange(4)
+      >>> jnp.bitwise_xor(x, 1)
+      Array([1, 0, 3, 2], dtype=int32)
+
+      Calling ``bitwise_xor`` via the ``^`` operator:
+
+      >>> x ^ 1
+      Array([1, 0, 3, 2], dtype=int32)
+    """
+def blackman(M: int) -> Array:
+    """``nx.blackman`` is lifted: it runs as if vmapped over every named axis of its NamedArray arguments, and
+    the result carries their names. Integer axis arguments count positional axes only, and a value
+    whose names leave it too few positional axes is an error.
+
+    The documentation of ``jax.numpy.blackman`` follows.
+
+    Return a Blackman window of size M.
+
+    JAX implementation of :func:`numpy.blackman`.
+
+    Args:
+      M: The window size.
+
+    Returns:
+      An array of size M containing the Blackman window.
+
+    Examples:
+      >>> with jnp.printoptions(precision=2, suppress=True):
+      ...   print(jnp.blackman(4))
+      [-0.    0.63  0.63 -0.  ]
+
+    See also:
+      - :func:`jax.numpy.bartlett`: return a Bartlett window of size M.
+      - :func:`jax.numpy.hamming`: return a Hamming window of size M.
+      - :func:`jax.numpy.hanning`: return a Hanning window of size M.
+      - :func:`jax.numpy.kaiser`: return a Kaiser window of size M.
+    """
 @overload
 def block(arrays: NamedArray) -> NamedArray: ...
 @overload
-def block(arrays: ArrayLike | list[ArrayLike]) -> Array: ...
+def block(arrays: ArrayLike | list[ArrayLike]) -> Array:
+    """``nx.block`` is lifted: it runs as if vmapped over every named axis of its NamedArray arguments, and
+    the result carries their names. Integer axis arguments count positional axes only, and a value
+    whose names leave it too few positional axes is an error.
+
+    The documentation of ``jax.numpy.block`` follows.
+
+    Create an array from a list of blocks.
+
+    JAX implementation of :func:`numpy.block`.
+
+    Args:
+      arrays: an array, or nested list of arrays which will be concatenated
+        together to form the final array.
+
+    Returns:
+      a single array constructed from the inputs.
+
+    See also:
+      - :func:`concatenate`, :func:`concat`: concatenate arrays along an existing axis.
+      - :func:`stack`, :func:`vstack`, :func:`hstack`, :func:`dstack` concatenate
+        arrays along a new axis.
+
+    Examples:
+      consider these blocks:
+
+      >>> zeros = jnp.zeros((2, 2))
+      >>> ones = jnp.ones((2, 2))
+      >>> twos = jnp.full((2, 2), 2)
+      >>> threes = jnp.full((2, 2), 3)
+
+      Passing a single array to :func:`block` returns the array:
+
+      >>> jnp.block(zeros)
+      Array([[0., 0.],
+             [0., 0.]], dtype=float32)
+
+      Passing a simple list of arrays concatenates them along the last axis:
+
+      >>> jnp.block([zeros, ones])
+      Array([[0., 0., 1., 1.],
+             [0., 0., 1., 1.]], dtype=float32)
+
+      Passing a doubly-nested list of arrays concatenates the inner list along
+      the last axis, and the outer list along the second-to-last axis:
+
+      >>> jnp.block([[zeros, ones],
+      ...            [twos, threes]])
+      Array([[0., 0., 1., 1.],
+             [0., 0., 1., 1.],
+             [2., 2., 3., 3.],
+             [2., 2., 3., 3.]], dtype=float32)
+
+      Note that blocks need not align in all dimensions, though the size along the axis
+      of concatenation must match. For example, this is valid because after the inner,
+      horizontal concatenation, the resulting blocks have a valid shape for the outer,
+      vertical concatenation.
+
+      >>> a = jnp.zeros((2, 1))
+      >>> b = jnp.ones((2, 3))
+      >>> c = jnp.full((1, 2), 2)
+      >>> d = jnp.full((1, 2), 3)
+      >>> jnp.block([[a, b], [c, d]])
+      Array([[0., 1., 1., 1.],
+             [0., 1., 1., 1.],
+             [2., 2., 3., 3.]], dtype=float32)
+
+      Note also that this logic generalizes to blocks in 3 or more dimensions.
+      Here's a 3-dimensional block-wise array:
+
+      >>> x = jnp.arange(6).reshape((1, 2, 3))
+      >>> blocks = [[[x for i in range(3)] for j in range(4)] for k in range(5)]
+      >>> jnp.block(blocks).shape
+      (5, 8, 9)
+    """
 @overload
 def broadcast_arrays(*args: ArrayLike) -> list[Array]: ...
 @overload
-def broadcast_arrays(*args: NamedArray | ArrayLike) -> list[NamedArray]: ...
+def broadcast_arrays(*args: NamedArray | ArrayLike) -> list[NamedArray]:
+    """``nx.broadcast_arrays`` is lifted: it runs as if vmapped over every named axis of its NamedArray arguments, and
+    the result carries their names. Integer axis arguments count positional axes only, and a value
+    whose names leave it too few positional axes is an error.
+
+    The documentation of ``jax.numpy.broadcast_arrays`` follows.
+
+    Broadcast arrays to a common shape.
+
+    JAX implementation of :func:`numpy.broadcast_arrays`. JAX uses NumPy-style
+    broadcasting rules, which you can read more about at `NumPy broadcasting`_.
+
+    Args:
+      args: zero or more array-like objects to be broadcasted.
+
+    Returns:
+      a list of arrays containing broadcasted copies of the inputs.
+
+    See also:
+      - :func:`jax.numpy.broadcast_shapes`: broadcast input shapes to a common shape.
+      - :func:`jax.numpy.broadcast_to`: broadcast an array to a specified shape.
+
+    Examples:
+
+      >>> x = jnp.arange(3)
+      >>> y = jnp.int32(1)
+      >>> jnp.broadcast_arrays(x, y)
+      [Array([0, 1, 2], dtype=int32), Array([1, 1, 1], dtype=int32)]
+
+      >>> x = jnp.array([[1, 2, 3]])
+      >>> y = jnp.array([[10],
+      ...                [20]])
+      >>> x2, y2 = jnp.broadcast_arrays(x, y)
+      >>> x2
+      Array([[1, 2, 3],
+             [1, 2, 3]], dtype=int32)
+      >>> y2
+      Array([[10, 10, 10],
+             [20, 20, 20]], dtype=int32)
+
+    .. _NumPy broadcasting: https://numpy.org/doc/stable/user/basics.broadcasting.html
+    """
 @overload
 def broadcast_to(array: NamedArray, shape: (int | Sequence[int] | Mapping[str, int]) = (), *, named_shape: (Mapping[str, int] | Sequence[str] | str | None) = None, out_sharding: Any = None) -> NamedArray: ...
 @overload
@@ -397,34 +2356,355 @@ def broadcast_to(array: ArrayLike, shape: Mapping[str, int], *, named_shape: (Ma
 @overload
 def broadcast_to(array: ArrayLike, shape: int | Sequence[int] = (), *, named_shape: Mapping[str, int] | Sequence[str] | str, out_sharding: Any = None) -> NamedArray: ...
 @overload
-def broadcast_to(array: ArrayLike, shape: int | Sequence[int] = (), *, named_shape: None = None, out_sharding: Any = None) -> jax.Array: ...
-def can_cast(from_, to, casting='safe'): ...
-def canonical_order(names: Iterable[str]) -> tuple[str, ...] | None: ...
+def broadcast_to(array: ArrayLike, shape: int | Sequence[int] = (), *, named_shape: None = None, out_sharding: Any = None) -> jax.Array:
+    """``array`` broadcast to positional ``shape`` and, by name, to ``named_shape``.
+
+    The result carries ``array``'s names and those of ``named_shape`` (a mapping as ``shape`` names every
+    axis of the result, so the result has no positional axis); a name both have must have one size, else
+    :class:`~namedarray.errors.AxisSizeError`. A new name repeats the value along it. The positional shape
+    broadcasts as in ``jnp.broadcast_to``: ``array``'s must broadcast to ``shape`` (NumPy's rules), which
+    is the result's. Without any name (``array`` plain, no ``named_shape``) this is ``jnp.broadcast_to``.
+
+    >>> import namedarray as nx, jax.numpy as jnp
+    >>> x = nx.wrap(jnp.arange(3.0), ["k"])
+    >>> y = nx.broadcast_to(x, (2,), named_shape={"b": 4})
+    >>> y.shape, y.named_shape
+    ((2,), {'b': 4, 'k': 3})
+    >>> nx.broadcast_to(x, {"b": 2, "k": 3}).unwrap(["b", "k"]).tolist()
+    [[0.0, 1.0, 2.0], [0.0, 1.0, 2.0]]
+    """
+def can_cast(from_, to, casting='safe'):
+    """``nx.can_cast`` looks at dtypes only: a NamedArray counts by its dtype.
+
+    The documentation of ``jax.numpy.can_cast`` follows.
+
+    can_cast(from_, to, casting='safe')
+
+    Returns True if cast between data types can occur according to the
+    casting rule.
+
+    Parameters
+    ----------
+    from_ : dtype, dtype specifier, NumPy scalar, or array
+        Data type, NumPy scalar, or array to cast from.
+    to : dtype or dtype specifier
+        Data type to cast to.
+    casting : {'no', 'equiv', 'safe', 'same_kind', 'unsafe'}, optional
+        Controls what kind of data casting may occur.
+
+        * 'no' means the data types should not be cast at all.
+        * 'equiv' means only byte-order changes are allowed.
+        * 'safe' means only casts which can preserve values are allowed.
+        * 'same_kind' means only safe casts or casts within a kind,
+          like float64 to float32, are allowed.
+        * 'unsafe' means any data conversions may be done.
+
+    Returns
+    -------
+    out : bool
+        True if cast can occur according to the casting rule.
+
+    Notes
+    -----
+    .. versionchanged:: 2.0
+       This function does not support Python scalars anymore and does not
+       apply any value-based logic for 0-D arrays and NumPy scalars.
+
+    See also
+    --------
+    dtype, result_type
+
+    Examples
+    --------
+    Basic examples
+
+    >>> import numpy as np
+    >>> np.can_cast(np.int32, np.int64)
+    True
+    >>> np.can_cast(np.float64, complex)
+    True
+    >>> np.can_cast(complex, float)
+    False
+
+    >>> np.can_cast('i8', 'f8')
+    True
+    >>> np.can_cast('i8', 'f4')
+    False
+    >>> np.can_cast('i4', 'S4')
+    False
+    """
+def canonical_order(names: Iterable[str]) -> tuple[str, ...] | None:
+    """The order in which NamedArrays with exactly these names flatten (``jax.tree.leaves``, jit arguments),
+    or None while none has flattened yet and no order was fixed (asking fixes nothing).
+
+    >>> import namedarray as nx, jax, jax.numpy as jnp
+    >>> _ = jax.tree.leaves(nx.wrap(jnp.zeros((2, 3)), ["mlp_doc", "embed_doc"]))
+    >>> nx.canonical_order(["embed_doc", "mlp_doc"])
+    ('mlp_doc', 'embed_doc')
+    """
 @overload
 def cbrt(x: NamedArray, /) -> NamedArray: ...
 @overload
-def cbrt(x: ArrayLike, /) -> Array: ...
+def cbrt(x: ArrayLike, /) -> Array:
+    """``nx.cbrt`` works elementwise and broadcasts by name: the result carries every name of its operands (one size per name), and positional axes broadcast by NumPy's rules.
+
+    The documentation of ``jax.numpy.cbrt`` follows.
+
+    Calculates element-wise cube root of the input array.
+
+    JAX implementation of :obj:`numpy.cbrt`.
+
+    Args:
+      x: input array or scalar. ``complex`` dtypes are not supported.
+
+    Returns:
+      An array containing the cube root of the elements of ``x``.
+
+    See also:
+      - :func:`jax.numpy.sqrt`: Calculates the element-wise non-negative square root
+        of the input.
+      - :func:`jax.numpy.square`: Calculates the element-wise square of the input.
+
+    Examples:
+      >>> x = jnp.array([[216, 125, 64],
+      ...                [-27, -8, -1]])
+      >>> with jnp.printoptions(precision=3, suppress=True):
+      ...   jnp.cbrt(x)
+      Array([[ 6.,  5.,  4.],
+             [-3., -2., -1.]], dtype=float32)
+    """
 @overload
 def ceil(x: NamedArray, /) -> NamedArray: ...
 @overload
-def ceil(x: ArrayLike, /) -> Array: ...
+def ceil(x: ArrayLike, /) -> Array:
+    """``nx.ceil`` works elementwise and broadcasts by name: the result carries every name of its operands (one size per name), and positional axes broadcast by NumPy's rules.
+
+    The documentation of ``jax.numpy.ceil`` follows.
+
+    Round input to the nearest integer upwards.
+
+    JAX implementation of :obj:`numpy.ceil`.
+
+    Args:
+      x: input array or scalar. Must not have complex dtype.
+
+    Returns:
+      An array with same shape and dtype as ``x`` containing the values rounded to
+      the nearest integer that is greater than or equal to the value itself.
+
+    See also:
+      - :func:`jax.numpy.fix`: Rounds the input to the nearest integer towards zero.
+      - :func:`jax.numpy.trunc`: Rounds the input to the nearest integer towards
+        zero.
+      - :func:`jax.numpy.floor`: Rounds the input down to the nearest integer.
+
+    Examples:
+      >>> key = jax.random.key(1)
+      >>> x = jax.random.uniform(key, (3, 3), minval=-5, maxval=5)
+      >>> with jnp.printoptions(precision=2, suppress=True):
+      ...     print(x)
+      [[-0.61  0.34 -0.54]
+       [-0.62  3.97  0.59]
+       [ 4.84  3.42 -1.14]]
+      >>> jnp.ceil(x)
+      Array([[-0.,  1., -0.],
+             [-0.,  4.,  1.],
+             [ 5.,  4., -1.]], dtype=float32)
+    """
 @overload
 def choose(a: NamedArray, choices: NamedArray | Array | numpy.ndarray | Sequence[NamedArray | ArrayLike], out: None = None, mode: str = 'raise') -> NamedArray: ...
 @overload
 def choose(a: NamedArray | ArrayLike, choices: NamedArray, out: None = None, mode: str = 'raise') -> NamedArray: ...
 @overload
-def choose(a: ArrayLike, choices: Array | numpy.ndarray | Sequence[ArrayLike], out: None = None, mode: str = 'raise') -> Array: ...
-def clear_caches() -> None: ...
+def choose(a: ArrayLike, choices: Array | numpy.ndarray | Sequence[ArrayLike], out: None = None, mode: str = 'raise') -> Array:
+    """``nx.choose`` is lifted: it runs as if vmapped over every named axis of its NamedArray arguments, and
+    the result carries their names. Integer axis arguments count positional axes only, and a value
+    whose names leave it too few positional axes is an error.
+
+    The documentation of ``jax.numpy.choose`` follows.
+
+    Construct an array by stacking slices of choice arrays.
+
+    JAX implementation of :func:`numpy.choose`.
+
+    The semantics of this function can be confusing, but in the simplest case where
+    ``a`` is a one-dimensional array, ``choices`` is a two-dimensional array, and
+    all entries of ``a`` are in-bounds (i.e. ``0 <= a_i < len(choices)``), then the
+    function is equivalent to the following::
+
+       def choose(a, choices):
+         return jnp.array([choices[a_i, i] for i, a_i in enumerate(a)])
+
+    In the more general case, ``a`` may have any number of dimensions and ``choices``
+    may be an arbitrary sequence of broadcast-compatible arrays. In this case, again
+    for in-bound indices, the logic is equivalent to::
+
+       def choose(a, choices):
+         a, *choices = jnp.broadcast_arrays(a, *choices)
+         choices = jnp.array(choices)
+         return jnp.array([choices[a[idx], *idx] for idx in np.ndindex(a.shape)])
+
+    The only additional complexity comes from the ``mode`` argument, which controls
+    the behavior for out-of-bound indices in ``a`` as described below.
+
+    Args:
+      a: an N-dimensional array of integer indices.
+      choices: an array or sequence of arrays. All arrays in the sequence must be
+        mutually broadcast compatible with ``a``.
+      out: unused by JAX
+      mode: specify the out-of-bounds indexing mode; one of ``'raise'`` (default),
+        ``'wrap'``, or ``'clip'``. Note that the default mode of ``'raise'`` is
+        not compatible with JAX transformations.
+
+    Returns:
+      an array containing stacked slices from ``choices`` at the indices
+      specified by ``a``. The shape of the result is
+      ``broadcast_shapes(a.shape, *(c.shape for c in choices))``.
+
+    See also:
+      - :func:`jax.lax.switch`: choose between N functions based on an index.
+
+    Examples:
+      Here is the simplest case of a 1D index array with a 2D choice array,
+      in which case this chooses the indexed value from each column:
+
+      >>> choices = jnp.array([[ 1,  2,  3,  4],
+      ...                      [ 5,  6,  7,  8],
+      ...                      [ 9, 10, 11, 12]])
+      >>> a = jnp.array([2, 0, 1, 0])
+      >>> jnp.choose(a, choices)
+      Array([9, 2, 7, 4], dtype=int32)
+
+      The ``mode`` argument specifies what to do with out-of-bound indices;
+      options are to either ``wrap`` or ``clip``:
+
+      >>> a2 = jnp.array([2, 0, 1, 4])  # last index out-of-bound
+      >>> jnp.choose(a2, choices, mode='clip')
+      Array([ 9,  2,  7, 12], dtype=int32)
+      >>> jnp.choose(a2, choices, mode='wrap')
+      Array([9, 2, 7, 8], dtype=int32)
+
+      In the more general case, ``choices`` may be a sequence of array-like
+      objects with any broadcast-compatible shapes.
+
+      >>> choice_1 = jnp.array([1, 2, 3, 4])
+      >>> choice_2 = 99
+      >>> choice_3 = jnp.array([[10],
+      ...                       [20],
+      ...                       [30]])
+      >>> a = jnp.array([[0, 1, 2, 0],
+      ...                [1, 2, 0, 1],
+      ...                [2, 0, 1, 2]])
+      >>> jnp.choose(a, [choice_1, choice_2, choice_3], mode='wrap')
+      Array([[ 1, 99, 10,  4],
+             [99, 20,  3, 99],
+             [30,  2, 99, 30]], dtype=int32)
+    """
+def clear_caches() -> None:
+    """Forget every compiled kernel, cached ``nx.xmap`` compilation and parsed spec (``nx.clear_caches()``).
+
+    Results never depend on the caches; this only frees memory (jax's own caches of functions that are
+    gone go with them).
+
+    >>> import namedarray as nx
+    >>> nx.clear_caches()
+    """
 @overload
 def clip(arr: NamedArray | ArrayLike | None = None, /, *, min: NamedArray, max: NamedArray | ArrayLike | None = None) -> NamedArray: ...
 @overload
 def clip(arr: NamedArray | ArrayLike | None = None, /, min: NamedArray | ArrayLike | None = None, *, max: NamedArray) -> NamedArray: ...
 @overload
-def clip(arr: ArrayLike | None = ..., /, min: ArrayLike | None = ..., max: ArrayLike | None = ...) -> Array: ...
+def clip(arr: ArrayLike | None = ..., /, min: ArrayLike | None = ..., max: ArrayLike | None = ...) -> Array:
+    """``nx.clip`` works elementwise and broadcasts by name: the result carries every name of its operands (one size per name), and positional axes broadcast by NumPy's rules.
+
+    The documentation of ``jax.numpy.clip`` follows.
+
+    Clip array values to a specified range.
+
+    JAX implementation of :func:`numpy.clip`.
+
+    Args:
+      arr: N-dimensional array to be clipped.
+      min: optional minimum value of the clipped range; if ``None`` (default) then
+        result will not be clipped to any minimum value. If specified, it should be
+        broadcast-compatible with ``arr`` and ``max``.
+      max: optional maximum value of the clipped range; if ``None`` (default) then
+        result will not be clipped to any maximum value. If specified, it should be
+        broadcast-compatible with ``arr`` and ``min``.
+
+    Returns:
+      An array containing values from ``arr``, with values smaller than ``min`` set
+      to ``min``, and values larger than ``max`` set to ``max``.
+      Wherever ``min`` is larger than ``max``, the value of ``max`` is returned.
+
+    See also:
+      - :func:`jax.numpy.minimum`: Compute the element-wise minimum value of two arrays.
+      - :func:`jax.numpy.maximum`: Compute the element-wise maximum value of two arrays.
+
+    Examples:
+      >>> arr = jnp.array([0, 1, 2, 3, 4, 5, 6, 7])
+      >>> jnp.clip(arr, 2, 5)
+      Array([2, 2, 2, 3, 4, 5, 5, 5], dtype=int32)
+    """
 @overload
 def column_stack(tup: NamedArray) -> NamedArray: ...
 @overload
-def column_stack(tup: numpy.ndarray | Array | Sequence[ArrayLike]) -> Array: ...
+def column_stack(tup: numpy.ndarray | Array | Sequence[ArrayLike]) -> Array:
+    """``nx.column_stack`` is lifted: it runs as if vmapped over every named axis of its NamedArray arguments, and
+    the result carries their names. Integer axis arguments count positional axes only, and a value
+    whose names leave it too few positional axes is an error.
+
+    The documentation of ``jax.numpy.column_stack`` follows.
+
+    Stack arrays column-wise.
+
+    JAX implementation of :func:`numpy.column_stack`.
+
+    For arrays of two or more dimensions, this is equivalent to
+    :func:`jax.numpy.concatenate` with ``axis=1``.
+
+    Args:
+      tup: a sequence of arrays to stack; each must have the same leading dimension.
+        Input arrays will be promoted to at least rank 2. If a single array is given
+        it will be treated equivalently to `tup = unstack(tup)`, but the implementation
+        will avoid explicit unstacking.
+      dtype: optional dtype of the resulting array. If not specified, the dtype
+        will be determined via type promotion rules described in :ref:`type-promotion`.
+
+    Returns:
+      the stacked result.
+
+    See also:
+      - :func:`jax.numpy.stack`: stack along arbitrary axes
+      - :func:`jax.numpy.concatenate`: concatenation along existing axes.
+      - :func:`jax.numpy.vstack`: stack vertically, i.e. along axis 0.
+      - :func:`jax.numpy.hstack`: stack horizontally, i.e. along axis 1.
+      - :func:`jax.numpy.dstack`: stack depth-wise, i.e. along axis 2.
+
+    Examples:
+      Scalar values:
+
+      >>> jnp.column_stack([1, 2, 3])
+      Array([[1, 2, 3]], dtype=int32, weak_type=True)
+
+      1D arrays:
+
+      >>> x = jnp.arange(3)
+      >>> y = jnp.ones(3)
+      >>> jnp.column_stack([x, y])
+      Array([[0., 1.],
+             [1., 1.],
+             [2., 1.]], dtype=float32)
+
+      2D arrays:
+
+      >>> x = x.reshape(3, 1)
+      >>> y = y.reshape(3, 1)
+      >>> jnp.column_stack([x, y])
+      Array([[0., 1.],
+             [1., 1.],
+             [2., 1.]], dtype=float32)
+    """
 @overload
 def compress(condition: NamedArray, a: NamedArray | ArrayLike, axis: int | None = None, *, size: int | None = None, fill_value: NamedArray | ArrayLike = 0, out: None = None) -> NamedArray: ...
 @overload
@@ -432,63 +2712,621 @@ def compress(condition: NamedArray | ArrayLike, a: NamedArray, axis: int | None 
 @overload
 def compress(condition: NamedArray | ArrayLike, a: NamedArray | ArrayLike, axis: int | None = None, *, size: int | None = None, fill_value: NamedArray, out: None = None) -> NamedArray: ...
 @overload
-def compress(condition: ArrayLike, a: ArrayLike, axis: int | None = None, *, size: int | None = None, fill_value: ArrayLike = ..., out: None = None) -> Array: ...
+def compress(condition: ArrayLike, a: ArrayLike, axis: int | None = None, *, size: int | None = None, fill_value: ArrayLike = ..., out: None = None) -> Array:
+    """``nx.compress`` is positional only: its output size depends on the values, so it cannot map over names. A
+    NamedArray with named axes is an error (unwrap it first).
+
+    The documentation of ``jax.numpy.compress`` follows.
+
+    Compress an array along a given axis using a boolean condition.
+
+    JAX implementation of :func:`numpy.compress`.
+
+    Args:
+      condition: 1-dimensional array of conditions. Will be converted to boolean.
+      a: N-dimensional array of values.
+      axis: axis along which to compress. If None (default) then ``a`` will be
+        flattened, and axis will be set to 0.
+      size: optional static size for output. Must be specified in order for ``compress``
+        to be compatible with JAX transformations like :func:`~jax.jit` or :func:`~jax.vmap`.
+      fill_value: if ``size`` is specified, fill padded entries with this value (default: 0).
+      out: not implemented by JAX.
+
+    Returns:
+      An array of dimension ``a.ndim``, compressed along the specified axis.
+
+    See also:
+      - :func:`jax.numpy.extract`: 1D version of ``compress``.
+      - :meth:`jax.Array.compress`: equivalent functionality as an array method.
+
+    Notes:
+      This function does not require strict shape agreement between ``condition`` and ``a``.
+      If ``condition.size > a.shape[axis]``, then ``condition`` will be truncated, and if
+      ``a.shape[axis] > condition.size``, then ``a`` will be truncated.
+
+    Examples:
+      Compressing along the rows of a 2D array:
+
+      >>> a = jnp.array([[1,  2,  3,  4],
+      ...                [5,  6,  7,  8],
+      ...                [9,  10, 11, 12]])
+      >>> condition = jnp.array([True, False, True])
+      >>> jnp.compress(condition, a, axis=0)
+      Array([[ 1,  2,  3,  4],
+             [ 9, 10, 11, 12]], dtype=int32)
+
+      For convenience, you can equivalently use the :meth:`~jax.Array.compress`
+      method of JAX arrays:
+
+      >>> a.compress(condition, axis=0)
+      Array([[ 1,  2,  3,  4],
+             [ 9, 10, 11, 12]], dtype=int32)
+
+      Note that the condition need not match the shape of the specified axis;
+      here we compress the columns with the length-3 condition. Values beyond
+      the size of the condition are ignored:
+
+      >>> jnp.compress(condition, a, axis=1)
+      Array([[ 1,  3],
+             [ 5,  7],
+             [ 9, 11]], dtype=int32)
+
+      The optional ``size`` argument lets you specify a static output size so
+      that the output is statically-shaped, and so this function can be used
+      with transformations like :func:`~jax.jit` and :func:`~jax.vmap`:
+
+      >>> f = lambda c, a: jnp.extract(c, a, size=len(a), fill_value=0)
+      >>> mask = (a % 3 == 0)
+      >>> jax.vmap(f)(mask, a)
+      Array([[ 3,  0,  0,  0],
+             [ 6,  0,  0,  0],
+             [ 9, 12,  0,  0]], dtype=int32)
+    """
 @overload
 def concat(arrays: Sequence[ArrayLike], /, *, axis: int | str | None = 0) -> Array: ...
 @overload
-def concat(arrays: Sequence[NamedArray | ArrayLike], /, *, axis: int | str | None = 0) -> NamedArray: ...
+def concat(arrays: Sequence[NamedArray | ArrayLike], /, *, axis: int | str | None = 0) -> NamedArray:
+    """Array-API spelling of :func:`concatenate`.
+
+    >>> import namedarray as nx, jax.numpy as jnp
+    >>> nx.concat([nx.wrap(jnp.zeros(2), ["t"]), nx.wrap(jnp.ones(3), ["t"])], axis="t").named_shape
+    {'t': 5}
+    """
 @overload
 def concatenate(arrays: Sequence[ArrayLike], axis: int | str | None = 0, dtype: DTypeLike | None = None) -> Array: ...
 @overload
-def concatenate(arrays: Sequence[NamedArray | ArrayLike], axis: int | str | None = 0, dtype: DTypeLike | None = None) -> NamedArray: ...
+def concatenate(arrays: Sequence[NamedArray | ArrayLike], axis: int | str | None = 0, dtype: DTypeLike | None = None) -> NamedArray:
+    """``jnp.concatenate`` where ``axis`` may be a name every operand carries; other names broadcast.
+
+    >>> import namedarray as nx, jax.numpy as jnp
+    >>> x = nx.wrap(jnp.arange(3), ["t"])
+    >>> nx.concatenate([x, x], axis="t").unwrap(["t"]).tolist()
+    [0, 1, 2, 0, 1, 2]
+    """
 @overload
 def conj(x: NamedArray, /) -> NamedArray: ...
 @overload
-def conj(x: ArrayLike, /) -> Array: ...
+def conj(x: ArrayLike, /) -> Array:
+    """``nx.conj`` works elementwise and broadcasts by name: the result carries every name of its operands (one size per name), and positional axes broadcast by NumPy's rules.
+
+    The documentation of ``jax.numpy.conj`` follows.
+
+    Alias of :func:`jax.numpy.conjugate`
+    """
 @overload
 def conjugate(x: NamedArray, /) -> NamedArray: ...
 @overload
-def conjugate(x: ArrayLike, /) -> Array: ...
+def conjugate(x: ArrayLike, /) -> Array:
+    """``nx.conjugate`` works elementwise and broadcasts by name: the result carries every name of its operands (one size per name), and positional axes broadcast by NumPy's rules.
+
+    The documentation of ``jax.numpy.conjugate`` follows.
+
+    Return element-wise complex-conjugate of the input.
+
+    JAX implementation of :obj:`numpy.conjugate`.
+
+    Args:
+      x: inpuat array or scalar.
+
+    Returns:
+      An array containing the complex-conjugate of ``x``.
+
+    See also:
+      - :func:`jax.numpy.real`: Returns the element-wise real part of the complex
+        argument.
+      - :func:`jax.numpy.imag`: Returns the element-wise imaginary part of the
+        complex argument.
+
+    Examples:
+      >>> jnp.conjugate(3)
+      Array(3, dtype=int32, weak_type=True)
+      >>> x = jnp.array([2-1j, 3+5j, 7])
+      >>> jnp.conjugate(x)
+      Array([2.+1.j, 3.-5.j, 7.-0.j], dtype=complex64)
+    """
 @overload
 def convolve(a: NamedArray, v: NamedArray | ArrayLike, mode: str = 'full', *, precision: Any = None, preferred_element_type: DTypeLike | None = None) -> NamedArray: ...
 @overload
 def convolve(a: NamedArray | ArrayLike, v: NamedArray, mode: str = 'full', *, precision: Any = None, preferred_element_type: DTypeLike | None = None) -> NamedArray: ...
 @overload
-def convolve(a: ArrayLike, v: ArrayLike, mode: str = 'full', *, precision: Any = None, preferred_element_type: DTypeLike | None = None) -> Array: ...
+def convolve(a: ArrayLike, v: ArrayLike, mode: str = 'full', *, precision: Any = None, preferred_element_type: DTypeLike | None = None) -> Array:
+    """``nx.convolve`` is lifted: it runs as if vmapped over every named axis of its NamedArray arguments, and
+    the result carries their names. Integer axis arguments count positional axes only, and a value
+    whose names leave it too few positional axes is an error.
+
+    The documentation of ``jax.numpy.convolve`` follows.
+
+    Convolution of two one dimensional arrays.
+
+    JAX implementation of :func:`numpy.convolve`.
+
+    Convolution of one dimensional arrays is defined as:
+
+    .. math::
+
+       c_k = \\sum_j a_{k - j} v_j
+
+    Args:
+      a: left-hand input to the convolution. Must have ``a.ndim == 1``.
+      v: right-hand input to the convolution. Must have ``v.ndim == 1``.
+      mode: controls the size of the output. Available operations are:
+
+        * ``"full"``: (default) output the full convolution of the inputs.
+        * ``"same"``: return a centered portion of the ``"full"`` output which
+          is the same size as ``a``.
+        * ``"valid"``: return the portion of the ``"full"`` output which do not
+          depend on padding at the array edges.
+
+      precision: Specify the precision of the computation. Refer to
+        :class:`jax.lax.Precision` for a description of available values.
+
+      preferred_element_type: A datatype, indicating to accumulate results to and
+        return a result with that datatype. Default is ``None``, which means the
+        default accumulation type for the input types.
+
+    Returns:
+      Array containing the convolved result.
+
+    See Also:
+      - :func:`jax.scipy.signal.convolve`: ND convolution
+      - :func:`jax.numpy.correlate`: 1D correlation
+
+    Examples:
+      A few 1D convolution examples:
+
+      >>> x = jnp.array([1, 2, 3, 2, 1])
+      >>> y = jnp.array([4, 1, 2])
+
+      ``jax.numpy.convolve``, by default, returns full convolution using implicit
+      zero-padding at the edges:
+
+      >>> jnp.convolve(x, y)
+      Array([ 4.,  9., 16., 15., 12.,  5.,  2.], dtype=float32)
+
+      Specifying ``mode = 'same'`` returns a centered convolution the same size
+      as the first input:
+
+      >>> jnp.convolve(x, y, mode='same')
+      Array([ 9., 16., 15., 12.,  5.], dtype=float32)
+
+      Specifying ``mode = 'valid'`` returns only the portion where the two arrays
+      fully overlap:
+
+      >>> jnp.convolve(x, y, mode='valid')
+      Array([16., 15., 12.], dtype=float32)
+
+      For complex-valued inputs:
+
+      >>> x1 = jnp.array([3+1j, 2, 4-3j])
+      >>> y1 = jnp.array([1, 2-3j, 4+5j])
+      >>> jnp.convolve(x1, y1)
+      Array([ 3. +1.j, 11. -7.j, 15.+10.j,  7. -8.j, 31. +8.j], dtype=complex64)
+    """
 @overload
 def copy(a: NamedArray, order: str | None = None) -> NamedArray: ...
 @overload
-def copy(a: ArrayLike, order: str | None = None) -> Array: ...
+def copy(a: ArrayLike, order: str | None = None) -> Array:
+    """``nx.copy`` is lifted: it runs as if vmapped over every named axis of its NamedArray arguments, and
+    the result carries their names. Integer axis arguments count positional axes only, and a value
+    whose names leave it too few positional axes is an error.
+
+    The documentation of ``jax.numpy.copy`` follows.
+
+    Return a copy of the array.
+
+    JAX implementation of :func:`numpy.copy`.
+
+    Args:
+      a: arraylike object to copy
+      order: not implemented in JAX
+
+    Returns:
+      a copy of the input array ``a``.
+
+    See Also:
+      - :func:`jax.numpy.array`: create an array with or without a copy.
+      - :meth:`jax.Array.copy`: same function accessed as an array method.
+
+    Examples:
+      Since JAX arrays are immutable, in most cases explicit array copies
+      are not necessary. One exception is when using a function with donated
+      arguments (see the ``donate_argnums`` argument to :func:`jax.jit`).
+
+      >>> f = jax.jit(lambda x: 2 * x, donate_argnums=0)
+      >>> x = jnp.arange(4)
+      >>> y = f(x)
+      >>> print(y)
+      [0 2 4 6]
+
+      Because we marked ``x`` as being donated, the original array is no longer
+      available:
+
+      >>> print(x)  # doctest: +IGNORE_EXCEPTION_DETAIL
+      Traceback (most recent call last):
+      RuntimeError: Array has been deleted with shape=int32[4].
+
+      In situations like this, an explicit copy will let you keep access to the
+      original buffer:
+
+      >>> x = jnp.arange(4)
+      >>> y = f(x.copy())
+      >>> print(y)
+      [0 2 4 6]
+      >>> print(x)
+      [0 1 2 3]
+    """
 @overload
 def copysign(x1: NamedArray, x2: NamedArray | ArrayLike, /) -> NamedArray: ...
 @overload
 def copysign(x1: NamedArray | ArrayLike, x2: NamedArray, /) -> NamedArray: ...
 @overload
-def copysign(x1: ArrayLike, x2: ArrayLike, /) -> Array: ...
+def copysign(x1: ArrayLike, x2: ArrayLike, /) -> Array:
+    """``nx.copysign`` works elementwise and broadcasts by name: the result carries every name of its operands (one size per name), and positional axes broadcast by NumPy's rules.
+
+    The documentation of ``jax.numpy.copysign`` follows.
+
+    Copies the sign of each element in ``x2`` to the corresponding element in ``x1``.
+
+    JAX implementation of :obj:`numpy.copysign`.
+
+    Args:
+      x1: Input array
+      x2: The array whose elements will be used to determine the sign, must be
+        broadcast-compatible with ``x1``
+
+    Returns:
+      An array object containing the potentially changed elements of ``x1``, always promotes
+      to inexact dtype, and has a shape of ``jnp.broadcast_shapes(x1.shape, x2.shape)``
+
+    Examples:
+      >>> x1 = jnp.array([5, 2, 0])
+      >>> x2 = -1
+      >>> jnp.copysign(x1, x2)
+      Array([-5., -2., -0.], dtype=float32)
+
+      >>> x1 = jnp.array([6, 8, 0])
+      >>> x2 = 2
+      >>> jnp.copysign(x1, x2)
+      Array([6., 8., 0.], dtype=float32)
+
+      >>> x1 = jnp.array([2, -3])
+      >>> x2 = jnp.array([[1],[-4], [5]])
+      >>> jnp.copysign(x1, x2)
+      Array([[ 2.,  3.],
+             [-2., -3.],
+             [ 2.,  3.]], dtype=float32)
+    """
 @overload
 def corrcoef(x: NamedArray, y: NamedArray | ArrayLike | None = None, rowvar: builtins.bool = True, dtype: DTypeLike | None = None) -> NamedArray: ...
 @overload
 def corrcoef(x: NamedArray | ArrayLike, *, y: NamedArray, rowvar: builtins.bool = True, dtype: DTypeLike | None = None) -> NamedArray: ...
 @overload
-def corrcoef(x: ArrayLike, y: ArrayLike | None = ..., rowvar: builtins.bool = True, dtype: DTypeLike | None = None) -> Array: ...
+def corrcoef(x: ArrayLike, y: ArrayLike | None = ..., rowvar: builtins.bool = True, dtype: DTypeLike | None = None) -> Array:
+    """``nx.corrcoef`` is lifted: it runs as if vmapped over every named axis of its NamedArray arguments, and
+    the result carries their names. Integer axis arguments count positional axes only, and a value
+    whose names leave it too few positional axes is an error.
+
+    The documentation of ``jax.numpy.corrcoef`` follows.
+
+    Compute the Pearson correlation coefficients.
+
+    JAX implementation of :func:`numpy.corrcoef`.
+
+    This is a normalized version of the sample covariance computed by :func:`jax.numpy.cov`.
+    For a sample covariance :math:`C_{ij}`, the correlation coefficients are
+
+    .. math::
+
+       R_{ij} = \\frac{C_{ij}}{\\sqrt{C_{ii}C_{jj}}}
+
+    they are constructed such that the values satisfy :math:`-1 \\le R_{ij} \\le 1`.
+
+    Args:
+      x: array of shape ``(M, N)`` (if ``rowvar`` is True), or ``(N, M)``
+        (if ``rowvar`` is False) representing ``N`` observations of ``M`` variables.
+        ``x`` may also be one-dimensional, representing ``N`` observations of a
+        single variable.
+      y: optional set of additional observations, with the same form as ``m``. If
+        specified, then ``y`` is combined with ``m``, i.e. for the default
+        ``rowvar = True`` case, ``m`` becomes ``jnp.vstack([m, y])``.
+      rowvar: if True (default) then each row of ``m`` represents a variable. If
+        False, then each column represents a variable.
+      dtype: optional data type of the result. Must be a float or complex type;
+        if not specified, it will be determined based on the dtype of the input.
+
+    Returns:
+      A covariance matrix of shape ``(M, M)``.
+
+    See also:
+      - :func:`jax.numpy.cov`: compute the covariance matrix.
+
+    Examples:
+      Consider these observations of two variables that correlate perfectly.
+      The correlation matrix in this case is a 2x2 matrix of ones:
+
+      >>> x = jnp.array([[0, 1, 2],
+      ...                [0, 1, 2]])
+      >>> jnp.corrcoef(x)
+      Array([[1., 1.],
+             [1., 1.]], dtype=float32)
+
+      Now consider these observations of two variables that are perfectly
+      anti-correlated. The correlation matrix in this case has ``-1`` in the
+      off-diagonal:
+
+      >>> x = jnp.array([[-1,  0,  1],
+      ...                [ 1,  0, -1]])
+      >>> jnp.corrcoef(x)
+      Array([[ 1., -1.],
+             [-1.,  1.]], dtype=float32)
+
+      Equivalently, these sequences can be specified as separate arguments,
+      in which case they are stacked before continuing the computation.
+
+      >>> x = jnp.array([-1, 0, 1])
+      >>> y = jnp.array([1, 0, -1])
+      >>> jnp.corrcoef(x, y)
+      Array([[ 1., -1.],
+             [-1.,  1.]], dtype=float32)
+
+      The entries of the correlation matrix are normalized such that they
+      lie within the range -1 to +1, where +1 indicates perfect correlation
+      and -1 indicates perfect anti-correlation. For example, here is the
+      correlation of 100 points drawn from a 3-dimensional standard normal
+      distribution:
+
+      >>> key = jax.random.key(0)
+      >>> x = jax.random.normal(key, shape=(3, 100))
+      >>> with jnp.printoptions(precision=2):
+      ...   print(jnp.corrcoef(x))
+      [[1.   0.03 0.12]
+       [0.03 1.   0.01]
+       [0.12 0.01 1.  ]]
+    """
 @overload
 def correlate(a: NamedArray, v: NamedArray | ArrayLike, mode: str = 'valid', *, precision: Any = None, preferred_element_type: DTypeLike | None = None) -> NamedArray: ...
 @overload
 def correlate(a: NamedArray | ArrayLike, v: NamedArray, mode: str = 'valid', *, precision: Any = None, preferred_element_type: DTypeLike | None = None) -> NamedArray: ...
 @overload
-def correlate(a: ArrayLike, v: ArrayLike, mode: str = 'valid', *, precision: Any = None, preferred_element_type: DTypeLike | None = None) -> Array: ...
+def correlate(a: ArrayLike, v: ArrayLike, mode: str = 'valid', *, precision: Any = None, preferred_element_type: DTypeLike | None = None) -> Array:
+    """``nx.correlate`` is lifted: it runs as if vmapped over every named axis of its NamedArray arguments, and
+    the result carries their names. Integer axis arguments count positional axes only, and a value
+    whose names leave it too few positional axes is an error.
+
+    The documentation of ``jax.numpy.correlate`` follows.
+
+    Correlation of two one dimensional arrays.
+
+    JAX implementation of :func:`numpy.correlate`.
+
+    Correlation of one dimensional arrays is defined as:
+
+    .. math::
+
+       c_k = \\sum_j a_{k + j} \\overline{v_j}
+
+    where :math:`\\overline{v_j}` is the complex conjugate of :math:`v_j`.
+
+    Args:
+      a: left-hand input to the correlation. Must have ``a.ndim == 1``.
+      v: right-hand input to the correlation. Must have ``v.ndim == 1``.
+      mode: controls the size of the output. Available operations are:
+
+        * ``"full"``: output the full correlation of the inputs.
+        * ``"same"``: return a centered portion of the ``"full"`` output which
+          is the same size as ``a``.
+        * ``"valid"``: (default) return the portion of the ``"full"`` output which do not
+          depend on padding at the array edges.
+
+      precision: Specify the precision of the computation. Refer to
+        :class:`jax.lax.Precision` for a description of available values.
+
+      preferred_element_type: A datatype, indicating to accumulate results to and
+        return a result with that datatype. Default is ``None``, which means the
+        default accumulation type for the input types.
+
+    Returns:
+      Array containing the cross-correlation result.
+
+    See Also:
+      - :func:`jax.scipy.signal.correlate`: ND correlation
+      - :func:`jax.numpy.convolve`: 1D convolution
+
+    Examples:
+      >>> x = jnp.array([1, 2, 3, 2, 1])
+      >>> y = jnp.array([4, 5, 6])
+
+      Since default ``mode = 'valid'``, ``jax.numpy.correlate`` returns only the
+      portion of correlation where the two arrays fully overlap:
+
+      >>> jnp.correlate(x, y)
+      Array([32., 35., 28.], dtype=float32)
+
+      Specifying ``mode = 'full'`` returns full correlation using implicit
+      zero-padding at the edges.
+
+      >>> jnp.correlate(x, y, mode='full')
+      Array([ 6., 17., 32., 35., 28., 13.,  4.], dtype=float32)
+
+      Specifying ``mode = 'same'`` returns a centered correlation the same size
+      as the first input:
+
+      >>> jnp.correlate(x, y, mode='same')
+      Array([17., 32., 35., 28., 13.], dtype=float32)
+
+      If both the inputs arrays are real-valued and symmetric then the result will
+      also be symmetric and will be equal to the result of ``jax.numpy.convolve``.
+
+      >>> x1 = jnp.array([1, 2, 3, 2, 1])
+      >>> y1 = jnp.array([4, 5, 4])
+      >>> jnp.correlate(x1, y1, mode='full')
+      Array([ 4., 13., 26., 31., 26., 13.,  4.], dtype=float32)
+      >>> jnp.convolve(x1, y1, mode='full')
+      Array([ 4., 13., 26., 31., 26., 13.,  4.], dtype=float32)
+
+      For complex-valued inputs:
+
+      >>> x2 = jnp.array([3+1j, 2, 2-3j])
+      >>> y2 = jnp.array([4, 2-5j, 1])
+      >>> jnp.correlate(x2, y2, mode='full')
+      Array([ 3. +1.j,  3.+17.j, 18.+11.j, 27. +4.j,  8.-12.j], dtype=complex64)
+    """
 @overload
 def cos(x: NamedArray, /) -> NamedArray: ...
 @overload
-def cos(x: ArrayLike, /) -> Array: ...
+def cos(x: ArrayLike, /) -> Array:
+    """``nx.cos`` works elementwise and broadcasts by name: the result carries every name of its operands (one size per name), and positional axes broadcast by NumPy's rules.
+
+    The documentation of ``jax.numpy.cos`` follows.
+
+    Compute a trigonometric cosine of each element of input.
+
+    JAX implementation of :obj:`numpy.cos`.
+
+    Args:
+      x: scalar or array. Angle in radians.
+
+    Returns:
+      An array containing the cosine of each element in ``x``, promotes to inexact
+      dtype.
+
+    See also:
+      - :func:`jax.numpy.sin`: Computes a trigonometric sine of each element of input.
+      - :func:`jax.numpy.tan`: Computes a trigonometric tangent of each element of
+        input.
+      - :func:`jax.numpy.arccos` and :func:`jax.numpy.acos`: Computes the inverse of
+        trigonometric cosine of each element of input.
+
+    Examples:
+      >>> pi = jnp.pi
+      >>> x = jnp.array([pi/4, pi/2, 3*pi/4, 5*pi/6])
+      >>> with jnp.printoptions(precision=3, suppress=True):
+      ...   print(jnp.cos(x))
+      [ 0.707 -0.    -0.707 -0.866]
+    """
 @overload
 def cosh(x: NamedArray, /) -> NamedArray: ...
 @overload
-def cosh(x: ArrayLike, /) -> Array: ...
+def cosh(x: ArrayLike, /) -> Array:
+    """``nx.cosh`` works elementwise and broadcasts by name: the result carries every name of its operands (one size per name), and positional axes broadcast by NumPy's rules.
+
+    The documentation of ``jax.numpy.cosh`` follows.
+
+    Calculate element-wise hyperbolic cosine of input.
+
+    JAX implementation of :obj:`numpy.cosh`.
+
+    The hyperbolic cosine is defined by:
+
+    .. math::
+
+      cosh(x) = \\frac{e^x + e^{-x}}{2}
+
+    Args:
+      x: input array or scalar.
+
+    Returns:
+      An array containing the hyperbolic cosine of each element of ``x``, promoting
+      to inexact dtype.
+
+    Note:
+      ``jnp.cosh`` is equivalent to computing ``jnp.cos(1j * x)``.
+
+    See also:
+      - :func:`jax.numpy.sinh`: Computes the element-wise hyperbolic sine of the input.
+      - :func:`jax.numpy.tanh`: Computes the element-wise hyperbolic tangent of the
+        input.
+      - :func:`jax.numpy.arccosh`:  Computes the element-wise inverse of hyperbolic
+        cosine of the input.
+
+    Examples:
+      >>> x = jnp.array([[3, -1, 0],
+      ...                [4, 7, -5]])
+      >>> with jnp.printoptions(precision=3, suppress=True):
+      ...   jnp.cosh(x)
+      Array([[ 10.068,   1.543,   1.   ],
+             [ 27.308, 548.317,  74.21 ]], dtype=float32)
+      >>> with jnp.printoptions(precision=3, suppress=True):
+      ...   jnp.cos(1j * x)
+      Array([[ 10.068+0.j,   1.543+0.j,   1.   +0.j],
+             [ 27.308+0.j, 548.317+0.j,  74.21 +0.j]],      dtype=complex64, weak_type=True)
+
+      For complex-valued input:
+
+      >>> with jnp.printoptions(precision=3, suppress=True):
+      ...   jnp.cosh(5+1j)
+      Array(40.096+62.44j, dtype=complex64, weak_type=True)
+      >>> with jnp.printoptions(precision=3, suppress=True):
+      ...   jnp.cos(1j * (5+1j))
+      Array(40.096+62.44j, dtype=complex64, weak_type=True)
+    """
 @overload
 def count_nonzero(a: NamedArray, axis: int | str | Sequence[int | str] | None = None, keepdims: builtins.bool = False) -> NamedArray: ...
 @overload
-def count_nonzero(a: ArrayLike, axis: int | str | Sequence[int | str] | None = None, keepdims: builtins.bool = False) -> Array: ...
+def count_nonzero(a: ArrayLike, axis: int | str | Sequence[int | str] | None = None, keepdims: builtins.bool = False) -> Array:
+    """``nx.count_nonzero`` reduces the axes given in ``axis``: positions (ints) and names (strings), mixed freely
+    (``axis=("batch", 0)``); the names not given are kept. ``axis=None`` reduces the positional axes
+    only, as in xmap, and is an error on a value whose axes are all named (except inside ``nx.xmap``).
+    ``keepdims=True`` keeps reduced positional axes (size 1); reduced names are dropped even then,
+    since names broadcast by name (``x - x.mean("batch")`` already lines up).
+
+    The documentation of ``jax.numpy.count_nonzero`` follows.
+
+    Return the number of nonzero elements along a given axis.
+
+    JAX implementation of :func:`numpy.count_nonzero`.
+
+    Args:
+      a: input array.
+      axis: optional, int or sequence of ints, default=None. Axis along which the
+        number of nonzeros are counted. If None, counts within the flattened array.
+      keepdims: bool, default=False. If true, reduced axes are left in the result
+        with size 1.
+
+    Returns:
+      An array with number of nonzeros elements along specified axis of the input.
+
+    Examples:
+      By default, ``jnp.count_nonzero`` counts the nonzero values along all axes.
+
+      >>> x = jnp.array([[1, 0, 0, 0],
+      ...                [0, 0, 1, 0],
+      ...                [1, 1, 1, 0]])
+      >>> jnp.count_nonzero(x)
+      Array(5, dtype=int32)
+
+      If ``axis=1``, counts along axis 1.
+
+      >>> jnp.count_nonzero(x, axis=1)
+      Array([1, 1, 3], dtype=int32)
+
+      To preserve the dimensions of input, you can set ``keepdims=True``.
+
+      >>> jnp.count_nonzero(x, axis=1, keepdims=True)
+      Array([[1],
+             [1],
+             [3]], dtype=int32)
+    """
 @overload
 def cov(m: NamedArray, y: NamedArray | ArrayLike | None = None, rowvar: builtins.bool = True, bias: builtins.bool = False, ddof: int | None = None, fweights: NamedArray | ArrayLike | None = None, aweights: NamedArray | ArrayLike | None = None, dtype: DTypeLike | None = None) -> NamedArray: ...
 @overload
@@ -498,55 +3336,668 @@ def cov(m: NamedArray | ArrayLike, y: NamedArray | ArrayLike | None = None, rowv
 @overload
 def cov(m: NamedArray | ArrayLike, y: NamedArray | ArrayLike | None = None, rowvar: builtins.bool = True, bias: builtins.bool = False, ddof: int | None = None, fweights: NamedArray | ArrayLike | None = None, *, aweights: NamedArray, dtype: DTypeLike | None = None) -> NamedArray: ...
 @overload
-def cov(m: ArrayLike, y: ArrayLike | None = ..., rowvar: builtins.bool = True, bias: builtins.bool = False, ddof: int | None = None, fweights: ArrayLike | None = ..., aweights: ArrayLike | None = ..., dtype: DTypeLike | None = None) -> Array: ...
-def cross(a, b, axisa: int = -1, axisb: int = -1, axisc: int = -1, axis: int | None = None): ...
+def cov(m: ArrayLike, y: ArrayLike | None = ..., rowvar: builtins.bool = True, bias: builtins.bool = False, ddof: int | None = None, fweights: ArrayLike | None = ..., aweights: ArrayLike | None = ..., dtype: DTypeLike | None = None) -> Array:
+    """``nx.cov`` is lifted: it runs as if vmapped over every named axis of its NamedArray arguments, and
+    the result carries their names. Integer axis arguments count positional axes only, and a value
+    whose names leave it too few positional axes is an error.
+
+    The documentation of ``jax.numpy.cov`` follows.
+
+    Estimate the weighted sample covariance.
+
+    JAX implementation of :func:`numpy.cov`.
+
+    The covariance :math:`C_{ij}` between variable *i* and variable *j* is defined
+    as
+
+    .. math::
+
+       cov[X_i, X_j] = E[(X_i - E[X_i])(X_j - E[X_j])]
+
+    Given an array of *N* observations of the variables :math:`X_i` and :math:`X_j`,
+    this can be estimated via the sample covariance:
+
+    .. math::
+
+       C_{ij} = \\frac{1}{N - 1} \\sum_{n=1}^N (X_{in} - \\overline{X_i})(X_{jn} - \\overline{X_j})
+
+    Where :math:`\\overline{X_i} = \\frac{1}{N} \\sum_{k=1}^N X_{ik}` is the mean of the
+    observations.
+
+    Args:
+      m: array of shape ``(M, N)`` (if ``rowvar`` is True), or ``(N, M)``
+        (if ``rowvar`` is False) representing ``N`` observations of ``M`` variables.
+        ``m`` may also be one-dimensional, representing ``N`` observations of a
+        single variable.
+      y: optional set of additional observations, with the same form as ``m``. If
+        specified, then ``y`` is combined with ``m``, i.e. for the default
+        ``rowvar = True`` case, ``m`` becomes ``jnp.vstack([m, y])``.
+      rowvar: if True (default) then each row of ``m`` represents a variable. If
+        False, then each column represents a variable.
+      bias: if False (default) then normalize the covariance by ``N - 1``. If True,
+        then normalize the covariance by ``N``
+      ddof: specify the degrees of freedom. Defaults to ``1`` if ``bias`` is False,
+        or to ``0`` if ``bias`` is True.
+      fweights: optional array of integer frequency weights of shape ``(N,)``. This
+        is an absolute weight specifying the number of times each observation is
+        included in the computation.
+      aweights: optional array of observation weights of shape ``(N,)``. This is
+        a relative weight specifying the "importance" of each observation. In the
+        ``ddof=0`` case, it is equivalent to assigning probabilities to each
+        observation.
+      dtype: optional data type of the result. Must be a float or complex type;
+        if not specified, it will be determined based on the dtype of the input.
+
+    Returns:
+      A covariance matrix of shape ``(M, M)``, or a scalar with shape ``()`` if ``M = 1``.
+
+    See also:
+      - :func:`jax.numpy.corrcoef`: compute the correlation coefficient, a normalized
+        version of the covariance matrix.
+
+    Examples:
+      Consider these observations of two variables that correlate perfectly.
+      The covariance matrix in this case is a 2x2 matrix of ones:
+
+      >>> x = jnp.array([[0, 1, 2],
+      ...                [0, 1, 2]])
+      >>> jnp.cov(x)
+      Array([[1., 1.],
+             [1., 1.]], dtype=float32)
+
+      Now consider these observations of two variables that are perfectly
+      anti-correlated. The covariance matrix in this case has ``-1`` in the
+      off-diagonal:
+
+      >>> x = jnp.array([[-1,  0,  1],
+      ...                [ 1,  0, -1]])
+      >>> jnp.cov(x)
+      Array([[ 1., -1.],
+             [-1.,  1.]], dtype=float32)
+
+      Equivalently, these sequences can be specified as separate arguments,
+      in which case they are stacked before continuing the computation.
+
+      >>> x = jnp.array([-1, 0, 1])
+      >>> y = jnp.array([1, 0, -1])
+      >>> jnp.cov(x, y)
+      Array([[ 1., -1.],
+             [-1.,  1.]], dtype=float32)
+
+      In general, the entries of the covariance matrix may be any positive
+      or negative real value. For example, here is the covariance of 100
+      points drawn from a 3-dimensional standard normal distribution:
+
+      >>> key = jax.random.key(0)
+      >>> x = jax.random.normal(key, shape=(3, 100))
+      >>> with jnp.printoptions(precision=2):
+      ...   print(jnp.cov(x))
+      [[0.9  0.03 0.1 ]
+       [0.03 1.   0.01]
+       [0.1  0.01 0.85]]
+    """
+def cross(a, b, axisa: int = -1, axisb: int = -1, axisc: int = -1, axis: int | None = None):
+    """``nx.cross`` is lifted: it runs as if vmapped over every named axis of its NamedArray arguments, and
+    the result carries their names. Integer axis arguments count positional axes only, and a value
+    whose names leave it too few positional axes is an error.
+
+    The documentation of ``jax.numpy.cross`` follows.
+
+    Compute the (batched) cross product of two arrays.
+
+    JAX implementation of :func:`numpy.cross`.
+
+    This computes the 2-dimensional or 3-dimensional cross product,
+
+    .. math::
+
+       c = a \\times b
+
+    In 3 dimensions, ``c`` is a length-3 array. In 2 dimensions, ``c`` is
+    a scalar.
+
+    Args:
+      a: N-dimensional array. ``a.shape[axisa]`` indicates the dimension of
+         the cross product, and must be 2 or 3.
+      b: N-dimensional array. Must have ``b.shape[axisb] == a.shape[axisb]``,
+        and other dimensions of ``a`` and ``b`` must be broadcast compatible.
+      axisa: specicy the axis of ``a`` along which to compute the cross product.
+      axisb: specicy the axis of ``b`` along which to compute the cross product.
+      axisc: specicy the axis of ``c`` along which the cross product result
+        will be stored.
+      axis: if specified, this overrides ``axisa``, ``axisb``, and ``axisc``
+        with a single value.
+
+    Returns:
+      The array ``c`` containing the (batched) cross product of ``a`` and ``b``
+      along the specified axes.
+
+    See also:
+      - :func:`jax.numpy.linalg.cross`: an array API compatible function for
+        computing cross products over 3-vectors.
+
+    Examples:
+      A 2-dimensional cross product returns a scalar:
+
+      >>> a = jnp.array([1, 2])
+      >>> b = jnp.array([3, 4])
+      >>> jnp.cross(a, b)
+      Array(-2, dtype=int32)
+
+      A 3-dimensional cross product returns a length-3 vector:
+
+      >>> a = jnp.array([1, 2, 3])
+      >>> b = jnp.array([4, 5, 6])
+      >>> jnp.cross(a, b)
+      Array([-3,  6, -3], dtype=int32)
+
+      With multi-dimensional inputs, the cross-product is computed along
+      the last axis by default. Here's a batched 3-dimensional cross
+      product, operating on the rows of the inputs:
+
+      >>> a = jnp.array([[1, 2, 3],
+      ...                [3, 4, 3]])
+      >>> b = jnp.array([[2, 3, 2],
+      ...                [4, 5, 6]])
+      >>> jnp.cross(a, b)
+      Array([[-5,  4, -1],
+             [ 9, -6, -1]], dtype=int32)
+
+      Specifying axis=0 makes this a batched 2-dimensional cross product,
+      operating on the columns of the inputs:
+
+      >>> jnp.cross(a, b, axis=0)
+      Array([-2, -2, 12], dtype=int32)
+
+      Equivalently, we can independently specify the axis of the inputs ``a``
+      and ``b`` and the output ``c``:
+
+      >>> jnp.cross(a, b, axisa=0, axisb=0, axisc=0)
+      Array([-2, -2, 12], dtype=int32)
+    """
 @overload
 def cumprod(a: NamedArray, axis: int | str | None = None, dtype: DTypeLike | None = None, out: None = None) -> NamedArray: ...
 @overload
-def cumprod(a: ArrayLike, axis: int | str | None = None, dtype: DTypeLike | None = None, out: None = None) -> Array: ...
+def cumprod(a: ArrayLike, axis: int | str | None = None, dtype: DTypeLike | None = None, out: None = None) -> Array:
+    """``nx.cumprod`` acts along the axis given in ``axis``, by position or by name, and keeps it; every other name
+    is a batch axis. Options may be arrays, traced under ``jit`` (``roll``'s shift, ``repeat``'s
+    counts), as in ``jax.numpy``; one with named axes is an error that shows the ``nx.along``
+    spelling.
+
+    The documentation of ``jax.numpy.cumprod`` follows.
+
+    Cumulative product of elements along an axis.
+
+    JAX implementation of :func:`numpy.cumprod`.
+
+    Args:
+      a: N-dimensional array to be accumulated.
+      axis: integer axis along which to accumulate. If None (default), then
+        array will be flattened and accumulated along the flattened axis.
+      dtype: optionally specify the dtype of the output. If not specified,
+        then the output dtype will match the input dtype.
+      out: unused by JAX
+
+    Returns:
+      An array containing the accumulated product along the given axis.
+
+    See also:
+      - :meth:`jax.numpy.multiply.accumulate`: cumulative product via ufunc methods.
+      - :func:`jax.numpy.nancumprod`: cumulative product ignoring NaN values.
+      - :func:`jax.numpy.prod`: product along axis
+
+    Examples:
+      >>> x = jnp.array([[1, 2, 3],
+      ...                [4, 5, 6]])
+      >>> jnp.cumprod(x)  # flattened cumulative product
+      Array([  1,   2,   6,  24, 120, 720], dtype=int32)
+      >>> jnp.cumprod(x, axis=1)  # cumulative product along axis 1
+      Array([[  1,   2,   6],
+             [  4,  20, 120]], dtype=int32)
+    """
 @overload
 def cumsum(a: NamedArray, axis: int | str | None = None, dtype: DTypeLike | None = None, out: None = None) -> NamedArray: ...
 @overload
-def cumsum(a: ArrayLike, axis: int | str | None = None, dtype: DTypeLike | None = None, out: None = None) -> Array: ...
+def cumsum(a: ArrayLike, axis: int | str | None = None, dtype: DTypeLike | None = None, out: None = None) -> Array:
+    """``nx.cumsum`` acts along the axis given in ``axis``, by position or by name, and keeps it; every other name
+    is a batch axis. Options may be arrays, traced under ``jit`` (``roll``'s shift, ``repeat``'s
+    counts), as in ``jax.numpy``; one with named axes is an error that shows the ``nx.along``
+    spelling.
+
+    The documentation of ``jax.numpy.cumsum`` follows.
+
+    Cumulative sum of elements along an axis.
+
+    JAX implementation of :func:`numpy.cumsum`.
+
+    Args:
+      a: N-dimensional array to be accumulated.
+      axis: integer axis along which to accumulate. If None (default), then
+        array will be flattened and accumulated along the flattened axis.
+      dtype: optionally specify the dtype of the output. If not specified,
+        then the output dtype will match the input dtype.
+      out: unused by JAX
+
+    Returns:
+      An array containing the accumulated sum along the given axis.
+
+    See also:
+      - :func:`jax.numpy.cumulative_sum`: cumulative sum via the array API standard.
+      - :meth:`jax.numpy.add.accumulate`: cumulative sum via ufunc methods.
+      - :func:`jax.numpy.nancumsum`: cumulative sum ignoring NaN values.
+      - :func:`jax.numpy.sum`: sum along axis
+
+    Examples:
+      >>> x = jnp.array([[1, 2, 3],
+      ...                [4, 5, 6]])
+      >>> jnp.cumsum(x)  # flattened cumulative sum
+      Array([ 1,  3,  6, 10, 15, 21], dtype=int32)
+      >>> jnp.cumsum(x, axis=1)  # cumulative sum along axis 1
+      Array([[ 1,  3,  6],
+             [ 4,  9, 15]], dtype=int32)
+    """
 @overload
 def cumulative_prod(x: NamedArray, /, *, axis: int | str | None = None, dtype: DTypeLike | None = None, include_initial: builtins.bool = False) -> NamedArray: ...
 @overload
-def cumulative_prod(x: ArrayLike, /, *, axis: int | str | None = None, dtype: DTypeLike | None = None, include_initial: builtins.bool = False) -> Array: ...
+def cumulative_prod(x: ArrayLike, /, *, axis: int | str | None = None, dtype: DTypeLike | None = None, include_initial: builtins.bool = False) -> Array:
+    """``nx.cumulative_prod`` acts along the axis given in ``axis``, by position or by name, and keeps it; every other name
+    is a batch axis. Options may be arrays, traced under ``jit`` (``roll``'s shift, ``repeat``'s
+    counts), as in ``jax.numpy``; one with named axes is an error that shows the ``nx.along``
+    spelling.
+
+    The documentation of ``jax.numpy.cumulative_prod`` follows.
+
+    Cumulative product along the axis of an array.
+
+    JAX implementation of :func:`numpy.cumulative_prod`.
+
+    Args:
+      x: N-dimensional array
+      axis: integer axis along which to accumulate. If ``x`` is one-dimensional,
+        this argument is optional and defaults to zero.
+      dtype: optional dtype of the output.
+      include_initial: if True, then include the initial value in the cumulative
+        product. Default is False.
+
+    Returns:
+      An array containing the accumulated values.
+
+    See Also:
+      - :func:`jax.numpy.cumprod`: alternative API for cumulative product.
+      - :func:`jax.numpy.nancumprod`: cumulative product while ignoring NaN values.
+      - :func:`jax.numpy.multiply.accumulate`: cumulative product via the ufunc API.
+
+    Examples:
+      >>> x = jnp.array([[1, 2, 3],
+      ...                [4, 5, 6]])
+      >>> jnp.cumulative_prod(x, axis=1)
+      Array([[  1,   2,   6],
+             [  4,  20, 120]], dtype=int32)
+      >>> jnp.cumulative_prod(x, axis=1, include_initial=True)
+      Array([[  1,   1,   2,   6],
+             [  1,   4,  20, 120]], dtype=int32)
+    """
 @overload
 def cumulative_sum(x: NamedArray, /, *, axis: int | str | None = None, dtype: DTypeLike | None = None, include_initial: builtins.bool = False) -> NamedArray: ...
 @overload
-def cumulative_sum(x: ArrayLike, /, *, axis: int | str | None = None, dtype: DTypeLike | None = None, include_initial: builtins.bool = False) -> Array: ...
-def current_mesh() -> jax.sharding.Mesh | jax.sharding.AbstractMesh | None: ...
+def cumulative_sum(x: ArrayLike, /, *, axis: int | str | None = None, dtype: DTypeLike | None = None, include_initial: builtins.bool = False) -> Array:
+    """``nx.cumulative_sum`` acts along the axis given in ``axis``, by position or by name, and keeps it; every other name
+    is a batch axis. Options may be arrays, traced under ``jit`` (``roll``'s shift, ``repeat``'s
+    counts), as in ``jax.numpy``; one with named axes is an error that shows the ``nx.along``
+    spelling.
+
+    The documentation of ``jax.numpy.cumulative_sum`` follows.
+
+    Cumulative sum along the axis of an array.
+
+    JAX implementation of :func:`numpy.cumulative_sum`.
+
+    Args:
+      x: N-dimensional array
+      axis: integer axis along which to accumulate. If ``x`` is one-dimensional,
+        this argument is optional and defaults to zero.
+      dtype: optional dtype of the output.
+      include_initial: if True, then include the initial value in the cumulative
+        sum. Default is False.
+
+    Returns:
+      An array containing the accumulated values.
+
+    See Also:
+      - :func:`jax.numpy.cumsum`: alternative API for cumulative sum.
+      - :func:`jax.numpy.nancumsum`: cumulative sum while ignoring NaN values.
+      - :func:`jax.numpy.add.accumulate`: cumulative sum via the ufunc API.
+
+    Examples:
+      >>> x = jnp.array([[1, 2, 3],
+      ...                [4, 5, 6]])
+      >>> jnp.cumulative_sum(x, axis=1)
+      Array([[ 1,  3,  6],
+             [ 4,  9, 15]], dtype=int32)
+      >>> jnp.cumulative_sum(x, axis=1, include_initial=True)
+      Array([[ 0,  1,  3,  6],
+             [ 0,  4,  9, 15]], dtype=int32)
+    """
+def current_mesh() -> jax.sharding.Mesh | jax.sharding.AbstractMesh | None:
+    """The mesh in context: ``jax.set_mesh``'s (concrete outside jit, abstract inside), else the legacy
+    ``with Mesh(...)`` block's, else ``None``.
+
+    >>> import jax
+    >>> current_mesh() is None
+    True
+    >>> with jax.set_mesh(jax.make_mesh((1,), ("x",))):
+    ...     current_mesh().axis_names
+    ('x',)
+    """
 @overload
 def deg2rad(x: NamedArray, /) -> NamedArray: ...
 @overload
-def deg2rad(x: ArrayLike, /) -> Array: ...
+def deg2rad(x: ArrayLike, /) -> Array:
+    """``nx.deg2rad`` works elementwise and broadcasts by name: the result carries every name of its operands (one size per name), and positional axes broadcast by NumPy's rules.
+
+    The documentation of ``jax.numpy.deg2rad`` follows.
+
+    Convert angles from degrees to radians.
+
+    JAX implementation of :obj:`numpy.deg2rad`.
+
+    The angle in degrees is converted to radians by:
+
+    .. math::
+
+       deg2rad(x) = x * \\frac{pi}{180}
+
+    Args:
+      x: scalar or array. Specifies the angle in degrees.
+
+    Returns:
+      An array containing the angles in radians.
+
+    See also:
+      - :func:`jax.numpy.rad2deg` and :func:`jax.numpy.degrees`: Converts the angles
+        from radians to degrees.
+      - :func:`jax.numpy.radians`: Alias of ``deg2rad``.
+
+    Examples:
+      >>> x = jnp.array([60, 90, 120, 180])
+      >>> jnp.deg2rad(x)
+      Array([1.0471976, 1.5707964, 2.0943952, 3.1415927], dtype=float32)
+      >>> x * jnp.pi / 180
+      Array([1.0471976, 1.5707964, 2.0943952, 3.1415927],      dtype=float32, weak_type=True)
+    """
 @overload
 def degrees(x: NamedArray, /) -> NamedArray: ...
 @overload
-def degrees(x: ArrayLike, /) -> Array: ...
+def degrees(x: ArrayLike, /) -> Array:
+    """``nx.degrees`` works elementwise and broadcasts by name: the result carries every name of its operands (one size per name), and positional axes broadcast by NumPy's rules.
+
+    The documentation of ``jax.numpy.degrees`` follows.
+
+    Alias of :func:`jax.numpy.rad2deg`
+    """
 @overload
 def delete(arr: NamedArray, obj: NamedArray | ArrayLike | slice, axis: int | None = None, *, assume_unique_indices: builtins.bool = False) -> NamedArray: ...
 @overload
 def delete(arr: NamedArray | ArrayLike, obj: NamedArray, axis: int | None = None, *, assume_unique_indices: builtins.bool = False) -> NamedArray: ...
 @overload
-def delete(arr: ArrayLike, obj: ArrayLike | slice, axis: int | None = None, *, assume_unique_indices: builtins.bool = False) -> Array: ...
+def delete(arr: ArrayLike, obj: ArrayLike | slice, axis: int | None = None, *, assume_unique_indices: builtins.bool = False) -> Array:
+    """``nx.delete`` is lifted: it runs as if vmapped over every named axis of its NamedArray arguments, and
+    the result carries their names. Integer axis arguments count positional axes only, and a value
+    whose names leave it too few positional axes is an error.
+
+    The documentation of ``jax.numpy.delete`` follows.
+
+    Delete entry or entries from an array.
+
+    JAX implementation of :func:`numpy.delete`.
+
+    Args:
+      arr: array from which entries will be deleted.
+      obj: index, indices, or slice to be deleted.
+      axis: axis along which entries will be deleted.
+      assume_unique_indices: In case of array-like integer (not boolean) indices,
+        assume the indices are unique, and perform the deletion in a way that is
+        compatible with JIT and other JAX transformations.
+
+    Returns:
+      Copy of ``arr`` with specified indices deleted.
+
+    Note:
+      ``delete()`` usually requires the index specification to be static. If the
+      index is an integer array that is guaranteed to contain unique entries, you
+      may specify ``assume_unique_indices=True`` to perform the operation in a
+      manner that does not require static indices.
+
+    See also:
+      - :func:`jax.numpy.insert`: insert entries into an array.
+
+    Examples:
+      Delete entries from a 1D array:
+
+      >>> a = jnp.array([4, 5, 6, 7, 8, 9])
+      >>> jnp.delete(a, 2)
+      Array([4, 5, 7, 8, 9], dtype=int32)
+      >>> jnp.delete(a, slice(1, 4))  # delete a[1:4]
+      Array([4, 8, 9], dtype=int32)
+      >>> jnp.delete(a, slice(None, None, 2))  # delete a[::2]
+      Array([5, 7, 9], dtype=int32)
+
+      Delete entries from a 2D array along a specified axis:
+
+      >>> a2 = jnp.array([[4, 5, 6],
+      ...                 [7, 8, 9]])
+      >>> jnp.delete(a2, 1, axis=1)
+      Array([[4, 6],
+             [7, 9]], dtype=int32)
+
+      Delete multiple entries via a sequence of indices:
+
+      >>> indices = jnp.array([0, 1, 3])
+      >>> jnp.delete(a, indices)
+      Array([6, 8, 9], dtype=int32)
+
+      This will fail under :func:`~jax.jit` and other transformations, because
+      the output shape cannot be known with the possibility of duplicate indices:
+
+      >>> jax.jit(jnp.delete)(a, indices)  # doctest: +IGNORE_EXCEPTION_DETAIL
+      Traceback (most recent call last):
+        ...
+      ConcretizationTypeError: Abstract tracer value encountered where concrete value is expected: traced array with shape int32[3].
+
+      If you can ensure that the indices are unique, pass ``assume_unique_indices``
+      to allow this to be executed under JIT:
+
+      >>> jit_delete = jax.jit(jnp.delete, static_argnames=['assume_unique_indices'])
+      >>> jit_delete(a, indices, assume_unique_indices=True)
+      Array([6, 8, 9], dtype=int32)
+    """
 @overload
 def diag(v: NamedArray, k: int = 0) -> NamedArray: ...
 @overload
-def diag(v: ArrayLike, k: int = 0) -> Array: ...
+def diag(v: ArrayLike, k: int = 0) -> Array:
+    """``nx.diag`` is lifted: it runs as if vmapped over every named axis of its NamedArray arguments, and
+    the result carries their names. Integer axis arguments count positional axes only, and a value
+    whose names leave it too few positional axes is an error.
+
+    The documentation of ``jax.numpy.diag`` follows.
+
+    Returns the specified diagonal or constructs a diagonal array.
+
+    JAX implementation of :func:`numpy.diag`.
+
+    The JAX version always returns a copy of the input, although if this is used
+    within a JIT compilation, the compiler may avoid the copy.
+
+    Args:
+      v: Input array. Can be a 1-D array to create a diagonal matrix or a
+        2-D array to extract a diagonal.
+      k: optional, default=0. Diagonal offset. Positive values place the diagonal
+        above the main diagonal, negative values place it below the main diagonal.
+
+    Returns:
+      If `v` is a 2-D array, a 1-D array containing the diagonal elements.
+      If `v` is a 1-D array, a 2-D array with the input elements placed along the
+      specified diagonal.
+
+    See also:
+      - :func:`jax.numpy.diagflat`
+      - :func:`jax.numpy.diagonal`
+
+    Examples:
+      Creating a diagonal matrix from a 1-D array:
+
+      >>> jnp.diag(jnp.array([1, 2, 3]))
+      Array([[1, 0, 0],
+             [0, 2, 0],
+             [0, 0, 3]], dtype=int32)
+
+      Specifying a diagonal offset:
+
+      >>> jnp.diag(jnp.array([1, 2, 3]), k=1)
+      Array([[0, 1, 0, 0],
+             [0, 0, 2, 0],
+             [0, 0, 0, 3],
+             [0, 0, 0, 0]], dtype=int32)
+
+      Extracting a diagonal from a 2-D array:
+
+      >>> x = jnp.array([[1, 2, 3],
+      ...                [4, 5, 6],
+      ...                [7, 8, 9]])
+      >>> jnp.diag(x)
+      Array([1, 5, 9], dtype=int32)
+    """
 @overload
 def diag_indices_from(arr: NamedArray) -> tuple[NamedArray, ...]: ...
 @overload
-def diag_indices_from(arr: ArrayLike) -> tuple[Array, ...]: ...
+def diag_indices_from(arr: ArrayLike) -> tuple[Array, ...]:
+    """``nx.diag_indices_from`` is lifted: it runs as if vmapped over every named axis of its NamedArray arguments, and
+    the result carries their names. Integer axis arguments count positional axes only, and a value
+    whose names leave it too few positional axes is an error.
+
+    The documentation of ``jax.numpy.diag_indices_from`` follows.
+
+    Return indices for accessing the main diagonal of a given array.
+
+    JAX implementation of :func:`numpy.diag_indices_from`.
+
+    Args:
+      arr: Input array. Must be at least 2-dimensional and have equal length along
+        all dimensions.
+
+    Returns:
+      A tuple of arrays containing the indices to access the main diagonal of
+      the input array.
+
+    See also:
+      - :func:`jax.numpy.diag_indices`
+      - :func:`jax.numpy.diagonal`
+
+    Examples:
+      >>> arr = jnp.array([[1, 2, 3],
+      ...                  [4, 5, 6],
+      ...                  [7, 8, 9]])
+      >>> jnp.diag_indices_from(arr)
+      (Array([0, 1, 2], dtype=int32), Array([0, 1, 2], dtype=int32))
+      >>> arr = jnp.array([[[1, 2], [3, 4]],
+      ...                  [[5, 6], [7, 8]]])
+      >>> jnp.diag_indices_from(arr)
+      (Array([0, 1], dtype=int32),
+      Array([0, 1], dtype=int32),
+      Array([0, 1], dtype=int32))
+    """
 @overload
 def diagflat(v: NamedArray, k: int = 0) -> NamedArray: ...
 @overload
-def diagflat(v: ArrayLike, k: int = 0) -> Array: ...
+def diagflat(v: ArrayLike, k: int = 0) -> Array:
+    """``nx.diagflat`` is lifted: it runs as if vmapped over every named axis of its NamedArray arguments, and
+    the result carries their names. Integer axis arguments count positional axes only, and a value
+    whose names leave it too few positional axes is an error.
+
+    The documentation of ``jax.numpy.diagflat`` follows.
+
+    Return a 2-D array with the flattened input array laid out on the diagonal.
+
+    JAX implementation of :func:`numpy.diagflat`.
+
+    This differs from `np.diagflat` for some scalar values of `v`. JAX always returns
+    a two-dimensional array, whereas NumPy may return a scalar depending on the type
+    of `v`.
+
+    Args:
+      v: Input array. Can be N-dimensional but is flattened to 1D.
+      k: optional, default=0. Diagonal offset. Positive values place the diagonal
+        above the main diagonal, negative values place it below the main diagonal.
+
+    Returns:
+      A 2D array with the input elements placed along the diagonal with the
+      specified offset (k). The remaining entries are filled with zeros.
+
+    See also:
+      - :func:`jax.numpy.diag`
+      - :func:`jax.numpy.diagonal`
+
+    Examples:
+      >>> jnp.diagflat(jnp.array([1, 2, 3]))
+      Array([[1, 0, 0],
+             [0, 2, 0],
+             [0, 0, 3]], dtype=int32)
+      >>> jnp.diagflat(jnp.array([1, 2, 3]), k=1)
+      Array([[0, 1, 0, 0],
+             [0, 0, 2, 0],
+             [0, 0, 0, 3],
+             [0, 0, 0, 0]], dtype=int32)
+      >>> a = jnp.array([[1, 2],
+      ...                [3, 4]])
+      >>> jnp.diagflat(a)
+      Array([[1, 0, 0, 0],
+             [0, 2, 0, 0],
+             [0, 0, 3, 0],
+             [0, 0, 0, 4]], dtype=int32)
+    """
 @overload
 def diagonal(a: NamedArray, offset: int = 0, axis1: int = 0, axis2: int = 1) -> NamedArray: ...
 @overload
-def diagonal(a: ArrayLike, offset: int = 0, axis1: int = 0, axis2: int = 1) -> Array: ...
+def diagonal(a: ArrayLike, offset: int = 0, axis1: int = 0, axis2: int = 1) -> Array:
+    """``nx.diagonal`` is lifted: it runs as if vmapped over every named axis of its NamedArray arguments, and
+    the result carries their names. Integer axis arguments count positional axes only, and a value
+    whose names leave it too few positional axes is an error.
+
+    The documentation of ``jax.numpy.diagonal`` follows.
+
+    Returns the specified diagonal of an array.
+
+    JAX implementation of :func:`numpy.diagonal`.
+
+    The JAX version always returns a copy of the input, although if this is used
+    within a JIT compilation, the compiler may avoid the copy.
+
+    Args:
+      a: Input array. Must be at least 2-dimensional.
+      offset: optional, default=0. Diagonal offset from the main diagonal.
+        Must be a static integer value. Can be positive or negative.
+      axis1: optional, default=0. The first axis along which to take the diagonal.
+      axis2: optional, default=1. The second axis along which to take the diagonal.
+
+     Returns:
+      A 1D array for 2D input, and in general a N-1 dimensional array
+      for N-dimensional input.
+
+    See also:
+      - :func:`jax.numpy.diag`
+      - :func:`jax.numpy.diagflat`
+
+    Examples:
+      >>> x = jnp.array([[1, 2, 3],
+      ...                [4, 5, 6],
+      ...                [7, 8, 9]])
+      >>> jnp.diagonal(x)
+      Array([1, 5, 9], dtype=int32)
+      >>> jnp.diagonal(x, offset=1)
+      Array([2, 6], dtype=int32)
+      >>> jnp.diagonal(x, offset=-1)
+      Array([4, 8], dtype=int32)
+    """
 @overload
 def diff(a: NamedArray, n: int = 1, axis: int | str = -1, prepend: NamedArray | ArrayLike | None = None, append: NamedArray | ArrayLike | None = None) -> NamedArray: ...
 @overload
@@ -554,43 +4005,345 @@ def diff(a: NamedArray | ArrayLike, n: int = 1, axis: int | str = -1, *, prepend
 @overload
 def diff(a: NamedArray | ArrayLike, n: int = 1, axis: int | str = -1, prepend: NamedArray | ArrayLike | None = None, *, append: NamedArray) -> NamedArray: ...
 @overload
-def diff(a: ArrayLike, n: int = 1, axis: int | str = -1, prepend: ArrayLike | None = ..., append: ArrayLike | None = ...) -> Array: ...
+def diff(a: ArrayLike, n: int = 1, axis: int | str = -1, prepend: ArrayLike | None = ..., append: ArrayLike | None = ...) -> Array:
+    """``nx.diff`` acts along the axis given in ``axis``, by position or by name, and keeps it; every other name
+    is a batch axis. Options may be arrays, traced under ``jit`` (``roll``'s shift, ``repeat``'s
+    counts), as in ``jax.numpy``; one with named axes is an error that shows the ``nx.along``
+    spelling.
+
+    The documentation of ``jax.numpy.diff`` follows.
+
+    Calculate n-th order difference between array elements along a given axis.
+
+    JAX implementation of :func:`numpy.diff`.
+
+    The first order difference is computed by ``a[i+1] - a[i]``, and the n-th order
+    difference is computed ``n`` times recursively.
+
+    Args:
+      a: input array. Must have ``a.ndim >= 1``.
+      n: int, optional, default=1. Order of the difference. Specifies the number
+        of times the difference is computed. If n=0, no difference is computed and
+        input is returned as is.
+      axis: int, optional, default=-1. Specifies the axis along which the difference
+        is computed. The difference is computed along ``axis -1`` by default.
+      prepend: scalar or array, optional, default=None. Specifies the values to be
+        prepended along ``axis`` before computing the difference.
+      append: scalar or array, optional, default=None. Specifies the values to be
+        appended along ``axis`` before computing the difference.
+
+    Returns:
+      An array containing the n-th order difference between the elements of ``a``.
+
+    See also:
+      - :func:`jax.numpy.ediff1d`: Computes the differences between consecutive
+        elements of an array.
+      - :func:`jax.numpy.cumsum`: Computes the cumulative sum of the elements of
+        the array along a given axis.
+      - :func:`jax.numpy.gradient`: Computes the gradient of an N-dimensional array.
+
+    Examples:
+      ``jnp.diff`` computes the first order difference along ``axis``, by default.
+
+      >>> a = jnp.array([[1, 5, 2, 9],
+      ...                [3, 8, 7, 4]])
+      >>> jnp.diff(a)
+      Array([[ 4, -3,  7],
+             [ 5, -1, -3]], dtype=int32)
+
+      When ``n = 2``, second order difference is computed along ``axis``.
+
+      >>> jnp.diff(a, n=2)
+      Array([[-7, 10],
+             [-6, -2]], dtype=int32)
+
+      When ``prepend = 2``, it is prepended to ``a`` along ``axis`` before computing
+      the difference.
+
+      >>> jnp.diff(a, prepend=2)
+      Array([[-1,  4, -3,  7],
+             [ 1,  5, -1, -3]], dtype=int32)
+
+      When ``append = jnp.array([[3],[1]])``, it is appended to ``a`` along ``axis``
+      before computing the difference.
+
+      >>> jnp.diff(a, append=jnp.array([[3],[1]]))
+      Array([[ 4, -3,  7, -6],
+             [ 5, -1, -3, -3]], dtype=int32)
+    """
 @overload
 def digitize(x: NamedArray, bins: NamedArray | ArrayLike, right: builtins.bool = False, *, method: str | None = None) -> NamedArray: ...
 @overload
 def digitize(x: NamedArray | ArrayLike, bins: NamedArray, right: builtins.bool = False, *, method: str | None = None) -> NamedArray: ...
 @overload
-def digitize(x: ArrayLike, bins: ArrayLike, right: builtins.bool = False, *, method: str | None = None) -> Array: ...
+def digitize(x: ArrayLike, bins: ArrayLike, right: builtins.bool = False, *, method: str | None = None) -> Array:
+    """``nx.digitize`` is lifted: it runs as if vmapped over every named axis of its NamedArray arguments, and
+    the result carries their names. Integer axis arguments count positional axes only, and a value
+    whose names leave it too few positional axes is an error.
+
+    The documentation of ``jax.numpy.digitize`` follows.
+
+    Convert an array to bin indices.
+
+    JAX implementation of :func:`numpy.digitize`.
+
+    Args:
+      x: array of values to digitize.
+      bins: 1D array of bin edges. Must be monotonically increasing or decreasing.
+      right: if true, the intervals include the right bin edges. If false (default)
+        the intervals include the left bin edges.
+      method: optional method argument to be passed to :func:`~jax.numpy.searchsorted`.
+        See that function for available options.
+
+    Returns:
+      An integer array of the same shape as ``x`` indicating the bin number that
+      the values are in.
+
+    See also:
+      - :func:`jax.numpy.searchsorted`: find insertion indices for values in a
+        sorted array.
+      - :func:`jax.numpy.histogram`: compute frequency of array values within
+        specified bins.
+
+    Examples:
+      >>> x = jnp.array([1.0, 2.0, 2.5, 1.5, 3.0, 3.5])
+      >>> bins = jnp.array([1, 2, 3])
+      >>> jnp.digitize(x, bins)
+      Array([1, 2, 2, 1, 3, 3], dtype=int32)
+      >>> jnp.digitize(x, bins, right=True)
+      Array([0, 1, 2, 1, 2, 3], dtype=int32)
+
+      ``digitize`` supports reverse-ordered bins as well:
+
+      >>> bins = jnp.array([3, 2, 1])
+      >>> jnp.digitize(x, bins)
+      Array([2, 1, 1, 2, 0, 0], dtype=int32)
+    """
 @overload
 def divide(x1: NamedArray, x2: NamedArray | ArrayLike, /) -> NamedArray: ...
 @overload
 def divide(x1: NamedArray | ArrayLike, x2: NamedArray, /) -> NamedArray: ...
 @overload
-def divide(x1: ArrayLike, x2: ArrayLike, /) -> Array: ...
+def divide(x1: ArrayLike, x2: ArrayLike, /) -> Array:
+    """``nx.divide`` works elementwise and broadcasts by name: the result carries every name of its operands (one size per name), and positional axes broadcast by NumPy's rules.
+
+    The documentation of ``jax.numpy.divide`` follows.
+
+    Alias of :func:`jax.numpy.true_divide`.
+    """
 @overload
 def divmod(x1: NamedArray, x2: NamedArray | ArrayLike, /) -> tuple[NamedArray, NamedArray]: ...
 @overload
 def divmod(x1: NamedArray | ArrayLike, x2: NamedArray, /) -> tuple[NamedArray, NamedArray]: ...
 @overload
-def divmod(x1: ArrayLike, x2: ArrayLike, /) -> tuple[Array, Array]: ...
+def divmod(x1: ArrayLike, x2: ArrayLike, /) -> tuple[Array, Array]:
+    """``nx.divmod`` works elementwise and broadcasts by name: the result carries every name of its operands (one size per name), and positional axes broadcast by NumPy's rules.
+
+    The documentation of ``jax.numpy.divmod`` follows.
+
+    Calculates the integer quotient and remainder of x1 by x2 element-wise
+
+    JAX implementation of :obj:`numpy.divmod`.
+
+    Args:
+      x1: Input array, the dividend
+      x2: Input array, the divisor
+
+    Returns:
+      A tuple of arrays ``(x1 // x2, x1 % x2)``.
+
+    See Also:
+      - :func:`jax.numpy.floor_divide`: floor division function
+      - :func:`jax.numpy.remainder`: remainder function
+
+    Examples:
+      >>> x1 = jnp.array([10, 20, 30])
+      >>> x2 = jnp.array([3, 4, 7])
+      >>> jnp.divmod(x1, x2)
+      (Array([3, 5, 4], dtype=int32), Array([1, 0, 2], dtype=int32))
+
+      >>> x1 = jnp.array([-5, -4, -3, -2, -1, 0, 1, 2, 3, 4, 5])
+      >>> x2 = 3
+      >>> jnp.divmod(x1, x2)
+      (Array([-2, -2, -1, -1, -1,  0,  0,  0,  1,  1,  1], dtype=int32),
+       Array([1, 2, 0, 1, 2, 0, 1, 2, 0, 1, 2], dtype=int32))
+
+      >>> x1 = jnp.array([6, 6, 6], dtype=jnp.int32)
+      >>> x2 = jnp.array([1.9, 2.5, 3.1], dtype=jnp.float32)
+      >>> jnp.divmod(x1, x2)
+      (Array([3., 2., 1.], dtype=float32),
+       Array([0.30000007, 1.        , 2.9       ], dtype=float32))
+    """
 @overload
 def dot(a: NamedArray, b: NamedArray | ArrayLike, axis: str | Sequence[str] | None = None, *, precision: Any = None, preferred_element_type: Any = None) -> NamedArray: ...
 @overload
 def dot(a: NamedArray | ArrayLike, b: NamedArray, axis: str | Sequence[str] | None = None, *, precision: Any = None, preferred_element_type: Any = None) -> NamedArray: ...
 @overload
-def dot(a: ArrayLike, b: ArrayLike, axis: str | Sequence[str] | None = None, *, precision: Any = None, preferred_element_type: Any = None) -> Array: ...
+def dot(a: ArrayLike, b: ArrayLike, axis: str | Sequence[str] | None = None, *, precision: Any = None, preferred_element_type: Any = None) -> Array:
+    """Dot product: contract the named axes ``axis``; without ``axis``, ``jnp.dot`` lifted over names.
+
+    With ``axis`` (a name or a tuple of names), both operands must carry every name in it; the result is
+    ``nx.sum(a * b, axis=axis)`` (other names broadcast by name, positional axes broadcast as in ``a * b``),
+    computed as a single ``dot_general``. Without it, positional axes follow ``jnp.dot`` and every name
+    broadcasts (a name both operands carry is a batch axis).
+
+    >>> import namedarray as nx, jax.numpy as jnp
+    >>> x = nx.wrap(jnp.arange(6.0).reshape(2, 3), ["b", "k"])
+    >>> v = nx.wrap(jnp.ones(3), ["k"])
+    >>> nx.dot(x, v, axis="k").unwrap(["b"]).tolist()
+    [3.0, 12.0]
+    >>> r = nx.wrap(jnp.ones((4, 3)), ["b", None])  # per b, a positional vector of 3
+    >>> nx.dot(jnp.ones((2, 3)), r).shape  # jnp.dot of (2, 3) and (3,), for each b
+    (2,)
+    """
 @overload
 def dsplit(ary: NamedArray, indices_or_sections: int | Sequence[int] | NamedArray | ArrayLike) -> list[NamedArray]: ...
 @overload
 def dsplit(ary: NamedArray | ArrayLike, indices_or_sections: NamedArray) -> list[NamedArray]: ...
 @overload
-def dsplit(ary: ArrayLike, indices_or_sections: int | Sequence[int] | ArrayLike) -> list[Array]: ...
+def dsplit(ary: ArrayLike, indices_or_sections: int | Sequence[int] | ArrayLike) -> list[Array]:
+    """``nx.dsplit`` is lifted: it runs as if vmapped over every named axis of its NamedArray arguments, and
+    the result carries their names. Integer axis arguments count positional axes only, and a value
+    whose names leave it too few positional axes is an error.
+
+    The documentation of ``jax.numpy.dsplit`` follows.
+
+    Split an array into sub-arrays depth-wise.
+
+    JAX implementation of :func:`numpy.dsplit`.
+
+    Refer to the documentation of :func:`jax.numpy.split` for details. ``dsplit`` is
+    equivalent to ``split`` with ``axis=2``.
+
+    Examples:
+
+      >>> x = jnp.arange(12).reshape(3, 1, 4)
+      >>> print(x)
+      [[[ 0  1  2  3]]
+      <BLANKLINE>
+       [[ 4  5  6  7]]
+      <BLANKLINE>
+       [[ 8  9 10 11]]]
+      >>> x1, x2 = jnp.dsplit(x, 2)
+      >>> print(x1)
+      [[[0 1]]
+      <BLANKLINE>
+       [[4 5]]
+      <BLANKLINE>
+       [[8 9]]]
+      >>> print(x2)
+      [[[ 2  3]]
+      <BLANKLINE>
+       [[ 6  7]]
+      <BLANKLINE>
+       [[10 11]]]
+
+    See also:
+      - :func:`jax.numpy.split`: split an array along any axis.
+      - :func:`jax.numpy.vsplit`: split vertically, i.e. along axis=0
+      - :func:`jax.numpy.hsplit`: split horizontally, i.e. along axis=1
+      - :func:`jax.numpy.array_split`: like ``split``, but allows ``indices_or_sections``
+        to be an integer that does not evenly divide the size of the array.
+    """
 @overload
 def dstack(tup: NamedArray, dtype: DTypeLike | None = None) -> NamedArray: ...
 @overload
-def dstack(tup: numpy.ndarray | Array | Sequence[ArrayLike], dtype: DTypeLike | None = None) -> Array: ...
-def dynamic_slice(x: Any, start_indices: Any, slice_sizes: Any, *, fill_value: Any = None) -> Any: ...
-def dynamic_update_slice(x: Any, update: Any, start_indices: Any) -> Any: ...
+def dstack(tup: numpy.ndarray | Array | Sequence[ArrayLike], dtype: DTypeLike | None = None) -> Array:
+    """``nx.dstack`` is lifted: it runs as if vmapped over every named axis of its NamedArray arguments, and
+    the result carries their names. Integer axis arguments count positional axes only, and a value
+    whose names leave it too few positional axes is an error.
+
+    The documentation of ``jax.numpy.dstack`` follows.
+
+    Stack arrays depth-wise.
+
+    JAX implementation of :func:`numpy.dstack`.
+
+    For arrays of three or more dimensions, this is equivalent to
+    :func:`jax.numpy.concatenate` with ``axis=2``.
+
+    Args:
+      tup: a sequence of arrays to stack; each must have the same shape along all
+        but the third axis. Input arrays will be promoted to at least rank 3. If a
+        single array is given it will be treated equivalently to `tup = unstack(tup)`,
+        but the implementation will avoid explicit unstacking.
+      dtype: optional dtype of the resulting array. If not specified, the dtype
+        will be determined via type promotion rules described in :ref:`type-promotion`.
+
+    Returns:
+      the stacked result.
+
+    See also:
+      - :func:`jax.numpy.stack`: stack along arbitrary axes
+      - :func:`jax.numpy.concatenate`: concatenation along existing axes.
+      - :func:`jax.numpy.vstack`: stack vertically, i.e. along axis 0.
+      - :func:`jax.numpy.hstack`: stack horizontally, i.e. along axis 1.
+
+    Examples:
+      Scalar values:
+
+      >>> jnp.dstack([1, 2, 3])
+      Array([[[1, 2, 3]]], dtype=int32, weak_type=True)
+
+      1D arrays:
+
+      >>> x = jnp.arange(3)
+      >>> y = jnp.ones(3)
+      >>> jnp.dstack([x, y])
+      Array([[[0., 1.],
+              [1., 1.],
+              [2., 1.]]], dtype=float32)
+
+      2D arrays:
+
+      >>> x = x.reshape(1, 3)
+      >>> y = y.reshape(1, 3)
+      >>> jnp.dstack([x, y])
+      Array([[[0., 1.],
+              [1., 1.],
+              [2., 1.]]], dtype=float32)
+    """
+def dynamic_slice(x: Any, start_indices: Any, slice_sizes: Any, *, fill_value: Any = None) -> Any:
+    """``jax.lax.dynamic_slice`` by name: ``nx.dynamic_slice(x, {"seq": i}, {"seq": 4})``.
+
+    ``start_indices`` and ``slice_sizes`` are dicts with the same keys: axis names and positional axes
+    (ints); a sequence means one entry per positional axis, as in ``jax.lax``. Starts may be traced; sizes
+    are static. As in ``jax.lax.dynamic_slice``, a negative start counts from the end once and the start is
+    then clamped so that the window lies inside the axis (no out-of-bounds reads, no error). Axes not given
+    are kept whole. A start with named axes slices each of its elements at its own start. The same as
+    ``x[{"seq": nx.ds(i, 4)}]``.
+
+    With ``fill_value`` (a number), the window is not clamped: it starts exactly at ``start`` (a negative
+    start reaches before the first element) and its elements outside the axis are ``fill_value``, as a
+    sliding window over a padded sequence reads them.
+
+    >>> import namedarray as nx, jax, jax.numpy as jnp
+    >>> from namedarray.ops.indexing import dynamic_slice
+    >>> x = nx.wrap(jnp.arange(12).reshape(3, 4), ["b", "seq"])
+    >>> f = jax.jit(lambda x, i: dynamic_slice(x, {"seq": i}, {"seq": 2}))
+    >>> f(x, 1).unwrap(["b", "seq"]).tolist()
+    [[1, 2], [5, 6], [9, 10]]
+    >>> dynamic_slice(x, {"seq": -1}, {"seq": 3}, fill_value=-1).unwrap(["b", "seq"])[0].tolist()
+    [-1, 0, 1]
+    """
+def dynamic_update_slice(x: Any, update: Any, start_indices: Any) -> Any:
+    """``jax.lax.dynamic_update_slice`` by name: ``x`` with the window at ``start_indices`` replaced by
+    ``update``.
+
+    ``start_indices`` is a dict of axis names and positional axes (ints), or a sequence with one start per
+    positional axis. The window's size along each axis given is ``update``'s size along it (so ``update``
+    must carry each name given); along the others the update covers the whole axis (a name it lacks
+    broadcasts). ``update`` is cast to ``x``'s dtype; names only ``update`` or a start carries broadcast
+    ``x`` (the result has the union of the names). Starts are clamped as in ``jax.lax``: the window always
+    lies inside the axis.
+
+    >>> import namedarray as nx, jax.numpy as jnp
+    >>> from namedarray.ops.indexing import dynamic_update_slice
+    >>> cache = nx.zeros({"b": 2, "seq": 4})
+    >>> step = nx.wrap(jnp.array([[1.0], [2.0]]), ["b", "seq"])
+    >>> dynamic_update_slice(cache, step, {"seq": 2}).unwrap(["b", "seq"]).tolist()
+    [[0.0, 0.0, 1.0, 0.0], [0.0, 0.0, 2.0, 0.0]]
+    """
 @overload
 def ediff1d(ary: NamedArray, to_end: NamedArray | ArrayLike | None = None, to_begin: NamedArray | ArrayLike | None = None) -> NamedArray: ...
 @overload
@@ -598,43 +4351,451 @@ def ediff1d(ary: NamedArray | ArrayLike, *, to_end: NamedArray, to_begin: NamedA
 @overload
 def ediff1d(ary: NamedArray | ArrayLike, to_end: NamedArray | ArrayLike | None = None, *, to_begin: NamedArray) -> NamedArray: ...
 @overload
-def ediff1d(ary: ArrayLike, to_end: ArrayLike | None = ..., to_begin: ArrayLike | None = ...) -> Array: ...
+def ediff1d(ary: ArrayLike, to_end: ArrayLike | None = ..., to_begin: ArrayLike | None = ...) -> Array:
+    """``nx.ediff1d`` is lifted: it runs as if vmapped over every named axis of its NamedArray arguments, and
+    the result carries their names. Integer axis arguments count positional axes only, and a value
+    whose names leave it too few positional axes is an error.
+
+    The documentation of ``jax.numpy.ediff1d`` follows.
+
+    Compute the differences of the elements of the flattened array.
+
+    JAX implementation of :func:`numpy.ediff1d`.
+
+    Args:
+      ary: input array or scalar.
+      to_end: scalar or array, optional, default=None. Specifies the numbers to
+        append to the resulting array.
+      to_begin: scalar or array, optional, default=None. Specifies the numbers to
+        prepend to the resulting array.
+
+    Returns:
+      An array containing the differences between the elements of the input array.
+
+    Note:
+      Unlike NumPy's implementation of ediff1d, :py:func:`jax.numpy.ediff1d` will
+      not issue an error if casting ``to_end`` or ``to_begin`` to the type of
+      ``ary`` loses precision.
+
+    See also:
+      - :func:`jax.numpy.diff`: Computes the n-th order difference between elements
+        of the array along a given axis.
+      - :func:`jax.numpy.cumsum`: Computes the cumulative sum of the elements of
+        the array along a given axis.
+      - :func:`jax.numpy.gradient`: Computes the gradient of an N-dimensional array.
+
+    Examples:
+      >>> a = jnp.array([2, 3, 5, 9, 1, 4])
+      >>> jnp.ediff1d(a)
+      Array([ 1,  2,  4, -8,  3], dtype=int32)
+      >>> jnp.ediff1d(a, to_begin=-10)
+      Array([-10,   1,   2,   4,  -8,   3], dtype=int32)
+      >>> jnp.ediff1d(a, to_end=jnp.array([20, 30]))
+      Array([ 1,  2,  4, -8,  3, 20, 30], dtype=int32)
+      >>> jnp.ediff1d(a, to_begin=-10, to_end=jnp.array([20, 30]))
+      Array([-10,   1,   2,   4,  -8,   3,  20,  30], dtype=int32)
+
+      For array with ``ndim > 1``, the differences are computed after flattening
+      the input array.
+
+      >>> a1 = jnp.array([[2, -1, 4, 7],
+      ...                 [3, 5, -6, 9]])
+      >>> jnp.ediff1d(a1)
+      Array([ -3,   5,   3,  -4,   2, -11,  15], dtype=int32)
+      >>> a2 = jnp.array([2, -1, 4, 7, 3, 5, -6, 9])
+      >>> jnp.ediff1d(a2)
+      Array([ -3,   5,   3,  -4,   2, -11,  15], dtype=int32)
+    """
 @overload
 def einsum(spec: str, *operands: ArrayLike, precision: Any = None, preferred_element_type: Any = None, **aliases: str) -> Array: ...
 @overload
-def einsum(spec: str, *operands: NamedArray | ArrayLike, precision: Any = None, preferred_element_type: Any = None, **aliases: str) -> NamedArray: ...
+def einsum(spec: str, *operands: NamedArray | ArrayLike, precision: Any = None, preferred_element_type: Any = None, **aliases: str) -> NamedArray:
+    """Einstein summation where letters are positional axes and ``{names}`` are named axes: a name written
+    in the inputs and not in the output is contracted, one written in the output is kept, one written
+    nowhere is broadcast by name.
+
+    The subscripts are NumPy's, plus brace groups for axis names::
+
+        nx.einsum("n{b,k},{k,m}->n{b,m}", x, w)
+
+    Grammar (whitespace is ignored):
+
+    * terms are separated by ``,``; an optional ``->`` introduces the output term;
+    * in a term, letters ``a``-``z`` and ``A``-``Z`` name the positional axes, in order; ``...`` (at most
+      once per term) stands for the positional axes the letters do not cover, as in NumPy;
+    * ``{name,name,...}`` lists named axes. Names may be multi-character, their order inside the braces is
+      irrelevant, and a brace group may sit anywhere in the term (``"n{b}"``, ``"{b}n"`` and ``"{b}n{}"`` are
+      the same term): positions come from the letters alone. ``{}`` is an empty group (handy for a scalar
+      output, ``"{k},{k}->{}"``);
+    * **output only**: ``"->{H,W}"``, with no input terms at all, multiplies the operands (broadcasting by
+      name) and sums every named axis the output does not list; the listed names are kept (``"->{}"`` sums
+      them all). Positional axes are never touched: they broadcast as in NumPy and are kept, as if each input
+      term were ``"...{its names}"`` and the output ``"...{H,W}"``. The output takes no letters (write input
+      terms to place positional axes), and each listed name must be carried by some operand. (``"->"``, with
+      no braces, stays NumPy's term of one scalar operand);
+    * **one term for every operand**: with several operands, a single input term of names only
+      (``"{D}->{}"``, ``"{H,W,D}->{H,W}"``) applies to each operand, which writes the listed names it carries:
+      a listed name not in the output is contracted, a name listed nowhere broadcasts by name (kept). Each
+      listed name must be carried by some operand, the output's names must be listed, and ``'->'`` is
+      required; ``...`` in the term covers each operand's positional axes (write ``"...{D}->...{}"`` to keep
+      them). With one operand this is the ordinary grammar. A single term with letters for several operands
+      is ambiguous, an error: write one term per operand;
+    * **aliases**: keyword arguments map a name written in braces to an axis name, in every form:
+      ``nx.einsum("{x,y}->{y}", a, b, x="H", y="W")`` reads as ``"{H,W}->{W}"``. Values are strings only (an
+      axis name braces can hold); every alias must be used in the spec, and a term may not reach one axis
+      twice through them. ``precision`` and ``preferred_element_type`` are nx.einsum's own options and
+      cannot be aliases; jnp.einsum's other keywords (``optimize``, ``out``, ...) are not taken.
+
+    Meaning:
+
+    * letters follow NumPy exactly: a letter in several terms and not in the output is contracted; a letter in
+      the output is kept, in the output's order (``"ij,jk->ki"`` has shape ``(k, i)``); size-1 dimensions
+      broadcast; repeated letters in one input term take a diagonal. Without ``->`` the output holds, after
+      ``...``, the letters that occur once, sorted (NumPy's implicit rule);
+    * a name written in input terms and not in the output is contracted (summed over); written in the output,
+      it is kept. Without ``->`` a name written in exactly one term is kept, one written in several is
+      contracted;
+    * a name written in no term at all is broadcast by name (a batch axis): the operands that carry it are
+      mapped over it, as by every other nx operation;
+    * a name written for one operand must be written for every operand that carries it: skipping it in one
+      would silently make that operand a batch operand of a contraction (xmap left this undefined);
+    * any number of operands. Plain jax/NumPy arrays and scalars are positional operands (no names).
+
+    The result is a NamedArray (a plain array when no operand is a NamedArray) whose positional axes follow
+    the output term's letters. Raises :class:`~namedarray.errors.EinsumSpecError` for a malformed or
+    inconsistent spec and :class:`~namedarray.errors.AxisSizeError` when one axis has two sizes.
+
+    >>> import namedarray as nx, jax.numpy as jnp
+    >>> x = nx.wrap(jnp.arange(6.0).reshape(2, 3), ["batch", "k"])
+    >>> w = nx.wrap(jnp.ones((3, 4)), ["k", "out"])
+    >>> nx.einsum("{k},{k}->{}", x, w).named_shape  # contract k; batch and out broadcast by name
+    {'batch': 2, 'out': 4}
+    >>> nx.einsum("ij,jk->ki", jnp.ones((2, 3)), jnp.ones((3, 5))).shape
+    (5, 2)
+
+    The short forms and aliases, on operands that store their names in different orders:
+
+    >>> a = nx.wrap(jnp.ones((2, 3, 4)), ["H", "W", "D"])
+    >>> b = nx.wrap(jnp.full((4, 3, 2), 2.0), ["D", "W", "H"])
+    >>> hw = nx.einsum("->{H,W}", a, b)  # D contracted; the same as "{H,W,D},{D,W,H}->{H,W}"
+    >>> hw.named_shape, float(hw.unwrap(["H", "W"])[0, 0])
+    ({'H': 2, 'W': 3}, 8.0)
+    >>> float(nx.einsum("->{}", a, b))  # every named axis summed
+    48.0
+    >>> nx.einsum("{D}->{}", a, b).named_shape  # one term for both: D contracted, H and W broadcast
+    {'H': 2, 'W': 3}
+    >>> nx.einsum("{x,y}->{y}", a, b, x="H", y="W").named_shape  # "{H,W}->{W}": H contracted, D broadcast
+    {'D': 4, 'W': 3}
+    """
 @overload
 def empty(shape: Mapping[str, int], dtype: DTypeLike | None = None, *, named_shape: (Mapping[str, int] | Sequence[str] | str | None) = None, **kwargs: Any) -> NamedArray: ...
 @overload
 def empty(shape: int | Sequence[int] = (), dtype: DTypeLike | None = None, *, named_shape: Mapping[str, int] | Sequence[str] | str, **kwargs: Any) -> NamedArray: ...
 @overload
-def empty(shape: int | Sequence[int] = (), dtype: DTypeLike | None = None, *, named_shape: None = None, **kwargs: Any) -> jax.Array: ...
+def empty(shape: int | Sequence[int] = (), dtype: DTypeLike | None = None, *, named_shape: None = None, **kwargs: Any) -> jax.Array:
+    """An array of positional ``shape`` and named shape ``named_shape`` (zeros, as ``jnp.empty`` gives).
+
+    >>> import namedarray as nx
+    >>> nx.empty({"k": 3}, "int8").named_shape
+    {'k': 3}
+    """
 @overload
 def empty_like(prototype: NamedArray, dtype: DTypeLike | None = None, shape: Any = None, *, device: jax.Device | jax.sharding.Sharding | None = None) -> NamedArray: ...
 @overload
-def empty_like(prototype: ArrayLike, dtype: DTypeLike | None = None, shape: Any = None, *, device: jax.Device | jax.sharding.Sharding | None = None) -> Array: ...
+def empty_like(prototype: ArrayLike, dtype: DTypeLike | None = None, shape: Any = None, *, device: jax.Device | jax.sharding.Sharding | None = None) -> Array:
+    """``nx.empty_like`` is lifted: it runs as if vmapped over every named axis of its NamedArray arguments, and
+    the result carries their names. Integer axis arguments count positional axes only, and a value
+    whose names leave it too few positional axes is an error.
+
+    The documentation of ``jax.numpy.empty_like`` follows.
+
+    Create an empty array with the same shape and dtype as an array.
+
+    JAX implementation of :func:`numpy.empty_like`. Because XLA cannot create
+    an un-initialized array, :func:`jax.numpy.empty` will always return an
+    array full of zeros.
+
+    Args:
+      a: Array-like object with ``shape`` and ``dtype`` attributes.
+      shape: optionally override the shape of the created array.
+      dtype: optionally override the dtype of the created array.
+      device: (optional) :class:`~jax.Device` or :class:`~jax.sharding.Sharding`
+        to which the created array will be committed.
+
+    Returns:
+      Array of the specified shape and dtype, on the specified device if specified.
+
+    See also:
+      - :func:`jax.numpy.empty`
+      - :func:`jax.numpy.zeros_like`
+      - :func:`jax.numpy.ones_like`
+      - :func:`jax.numpy.full_like`
+
+    Examples:
+      >>> x = jnp.arange(4)
+      >>> jnp.empty_like(x)  # doctest: +SKIP
+      Array([0, 0, 0, 0], dtype=int32)
+      >>> jnp.empty_like(x, dtype=bool)  # doctest: +SKIP
+      Array([False, False, False, False], dtype=bool)
+      >>> jnp.empty_like(x, shape=(2, 3))  # doctest: +SKIP
+      Array([[0, 0, 0],
+             [0, 0, 0]], dtype=int32)
+    """
 @overload
 def equal(x: NamedArray, y: NamedArray | ArrayLike, /) -> NamedArray: ...
 @overload
 def equal(x: NamedArray | ArrayLike, y: NamedArray, /) -> NamedArray: ...
 @overload
-def equal(x: ArrayLike, y: ArrayLike, /) -> Array: ...
+def equal(x: ArrayLike, y: ArrayLike, /) -> Array:
+    """``nx.equal`` works elementwise and broadcasts by name: the result carries every name of its operands (one size per name), and positional axes broadcast by NumPy's rules.
+
+    The documentation of ``jax.numpy.equal`` follows.
+
+    Returns element-wise truth value of ``x == y``.
+
+    JAX implementation of :obj:`numpy.equal`. This function provides the implementation
+    of the ``==`` operator for JAX arrays.
+
+    Args:
+      x: input array or scalar.
+      y: input array or scalar. ``x`` and ``y`` should either have same shape or be
+        broadcast compatible.
+
+    Returns:
+      A boolean array containing ``True`` where the elements of ``x == y`` and
+      ``False`` otherwise.
+
+    See also:
+      - :func:`jax.numpy.not_equal`: Returns element-wise truth value of ``x != y``.
+      - :func:`jax.numpy.greater_equal`: Returns element-wise truth value of
+        ``x >= y``.
+      - :func:`jax.numpy.less_equal`: Returns element-wise truth value of ``x <= y``.
+      - :func:`jax.numpy.greater`: Returns element-wise truth value of ``x > y``.
+      - :func:`jax.numpy.less`: Returns element-wise truth value of ``x < y``.
+
+    Examples:
+      >>> jnp.equal(0., -0.)
+      Array(True, dtype=bool, weak_type=True)
+      >>> jnp.equal(1, 1.)
+      Array(True, dtype=bool, weak_type=True)
+      >>> jnp.equal(5, jnp.array(5))
+      Array(True, dtype=bool, weak_type=True)
+      >>> jnp.equal(2, -2)
+      Array(False, dtype=bool, weak_type=True)
+      >>> x = jnp.array([[1, 2, 3],
+      ...                [4, 5, 6],
+      ...                [7, 8, 9]])
+      >>> y = jnp.array([1, 5, 9])
+      >>> jnp.equal(x, y)
+      Array([[ True, False, False],
+             [False,  True, False],
+             [False, False,  True]], dtype=bool)
+      >>> x == y
+      Array([[ True, False, False],
+             [False,  True, False],
+             [False, False,  True]], dtype=bool)
+    """
 @overload
 def exp(x: NamedArray, /) -> NamedArray: ...
 @overload
-def exp(x: ArrayLike, /) -> Array: ...
+def exp(x: ArrayLike, /) -> Array:
+    """``nx.exp`` works elementwise and broadcasts by name: the result carries every name of its operands (one size per name), and positional axes broadcast by NumPy's rules.
+
+    The documentation of ``jax.numpy.exp`` follows.
+
+    Calculate element-wise exponential of the input.
+
+    JAX implementation of :obj:`numpy.exp`.
+
+    Args:
+      x: input array or scalar
+
+    Returns:
+      An array containing the exponential of each element in ``x``, promotes to
+      inexact dtype.
+
+    See also:
+      - :func:`jax.numpy.log`: Calculates element-wise logarithm of the input.
+      - :func:`jax.numpy.expm1`: Calculates :math:`e^x-1` of each element of the
+        input.
+      - :func:`jax.numpy.exp2`: Calculates base-2 exponential of each element of
+        the input.
+
+    Examples:
+      ``jnp.exp`` follows the properties of exponential such as :math:`e^{(a+b)}
+      = e^a * e^b`.
+
+      >>> x1 = jnp.array([2, 4, 3, 1])
+      >>> x2 = jnp.array([1, 3, 2, 3])
+      >>> with jnp.printoptions(precision=2, suppress=True):
+      ...   print(jnp.exp(x1+x2))
+      [  20.09 1096.63  148.41   54.6 ]
+      >>> with jnp.printoptions(precision=2, suppress=True):
+      ...   print(jnp.exp(x1)*jnp.exp(x2))
+      [  20.09 1096.63  148.41   54.6 ]
+
+      This property holds for complex input also:
+
+      >>> jnp.allclose(jnp.exp(3-4j), jnp.exp(3)*jnp.exp(-4j))
+      Array(True, dtype=bool)
+    """
 @overload
 def exp2(x: NamedArray, /) -> NamedArray: ...
 @overload
-def exp2(x: ArrayLike, /) -> Array: ...
+def exp2(x: ArrayLike, /) -> Array:
+    """``nx.exp2`` works elementwise and broadcasts by name: the result carries every name of its operands (one size per name), and positional axes broadcast by NumPy's rules.
+
+    The documentation of ``jax.numpy.exp2`` follows.
+
+    Calculate element-wise base-2 exponential of input.
+
+    JAX implementation of :obj:`numpy.exp2`.
+
+    Args:
+      x: input array or scalar
+
+    Returns:
+      An array containing the base-2 exponential of each element in ``x``, promotes
+      to inexact dtype.
+
+    See also:
+      - :func:`jax.numpy.log2`: Calculates base-2 logarithm of each element of input.
+      - :func:`jax.numpy.exp`: Calculates exponential of each element of the input.
+      - :func:`jax.numpy.expm1`: Calculates :math:`e^x-1` of each element of the
+        input.
+
+    Examples:
+      ``jnp.exp2`` follows the properties of the exponential such as :math:`2^{a+b}
+      = 2^a * 2^b`.
+
+      >>> x1 = jnp.array([2, -4, 3, -1])
+      >>> x2 = jnp.array([-1, 3, -2, 3])
+      >>> jnp.exp2(x1+x2)
+      Array([2. , 0.5, 2. , 4. ], dtype=float32)
+      >>> jnp.exp2(x1)*jnp.exp2(x2)
+      Array([2. , 0.5, 2. , 4. ], dtype=float32)
+    """
 @overload
 def expand_dims(a: NamedArray, axis: int | Sequence[int]) -> NamedArray: ...
 @overload
-def expand_dims(a: ArrayLike, axis: int | Sequence[int]) -> Array: ...
+def expand_dims(a: ArrayLike, axis: int | Sequence[int]) -> Array:
+    """``nx.expand_dims`` is lifted: it runs as if vmapped over every named axis of its NamedArray arguments, and
+    the result carries their names. Integer axis arguments count positional axes only, and a value
+    whose names leave it too few positional axes is an error.
+
+    The documentation of ``jax.numpy.expand_dims`` follows.
+
+    Insert dimensions of length 1 into array
+
+    JAX implementation of :func:`numpy.expand_dims`, implemented via
+    :func:`jax.lax.expand_dims`.
+
+    Args:
+      a: input array
+      axis: integer or sequence of integers specifying positions of axes to add.
+
+    Returns:
+      Copy of ``a`` with added dimensions.
+
+    Notes:
+      Unlike :func:`numpy.expand_dims`, :func:`jax.numpy.expand_dims` will return a copy
+      rather than a view of the input array. However, under JIT, the compiler will optimize
+      away such copies when possible, so this doesn't have performance impacts in practice.
+
+    See Also:
+      - :func:`jax.numpy.squeeze`: inverse of this operation, i.e. remove length-1 dimensions.
+      - :func:`jax.lax.expand_dims`: XLA version of this functionality.
+
+    Examples:
+      >>> x = jnp.array([1, 2, 3])
+      >>> x.shape
+      (3,)
+
+      Expand the leading dimension:
+
+      >>> jnp.expand_dims(x, 0)
+      Array([[1, 2, 3]], dtype=int32)
+      >>> _.shape
+      (1, 3)
+
+      Expand the trailing dimension:
+
+      >>> jnp.expand_dims(x, 1)
+      Array([[1],
+             [2],
+             [3]], dtype=int32)
+      >>> _.shape
+      (3, 1)
+
+      Expand multiple dimensions:
+
+      >>> jnp.expand_dims(x, (0, 1, 3))
+      Array([[[[1],
+               [2],
+               [3]]]], dtype=int32)
+      >>> _.shape
+      (1, 1, 3, 1)
+
+      Dimensions can also be expanded more succinctly by indexing with ``None``:
+
+      >>> x[None]  # equivalent to jnp.expand_dims(x, 0)
+      Array([[1, 2, 3]], dtype=int32)
+      >>> x[:, None]  # equivalent to jnp.expand_dims(x, 1)
+      Array([[1],
+             [2],
+             [3]], dtype=int32)
+      >>> x[None, None, :, None]  # equivalent to jnp.expand_dims(x, (0, 1, 3))
+      Array([[[[1],
+               [2],
+               [3]]]], dtype=int32)
+    """
 @overload
 def expm1(x: NamedArray, /) -> NamedArray: ...
 @overload
-def expm1(x: ArrayLike, /) -> Array: ...
+def expm1(x: ArrayLike, /) -> Array:
+    """``nx.expm1`` works elementwise and broadcasts by name: the result carries every name of its operands (one size per name), and positional axes broadcast by NumPy's rules.
+
+    The documentation of ``jax.numpy.expm1`` follows.
+
+    Calculate ``exp(x)-1`` of each element of the input.
+
+    JAX implementation of :obj:`numpy.expm1`.
+
+    Args:
+      x: input array or scalar.
+
+    Returns:
+      An array containing ``exp(x)-1`` of each element in ``x``, promotes to inexact
+      dtype.
+
+    Note:
+      ``jnp.expm1`` has much higher precision than the naive computation of
+      ``exp(x)-1`` for small values of ``x``.
+
+    See also:
+      - :func:`jax.numpy.log1p`: Calculates element-wise logarithm of one plus input.
+      - :func:`jax.numpy.exp`: Calculates element-wise exponential of the input.
+      - :func:`jax.numpy.exp2`: Calculates base-2 exponential of each element of
+        the input.
+
+    Examples:
+      >>> x = jnp.array([2, -4, 3, -1])
+      >>> with jnp.printoptions(precision=2, suppress=True):
+      ...   print(jnp.expm1(x))
+      [ 6.39 -0.98 19.09 -0.63]
+      >>> with jnp.printoptions(precision=2, suppress=True):
+      ...   print(jnp.exp(x)-1)
+      [ 6.39 -0.98 19.09 -0.63]
+
+      For values very close to 0, ``jnp.expm1(x)`` is much more accurate than
+      ``jnp.exp(x)-1``:
+
+      >>> x1 = jnp.array([1e-4, 1e-6, 2e-10])
+      >>> jnp.expm1(x1)
+      Array([1.0000500e-04, 1.0000005e-06, 2.0000000e-10], dtype=float32)
+      >>> jnp.exp(x1)-1
+      Array([1.00016594e-04, 9.53674316e-07, 0.00000000e+00], dtype=float32)
+    """
 @overload
 def extract(condition: NamedArray, arr: NamedArray | ArrayLike, *, size: int | None = None, fill_value: NamedArray | ArrayLike = 0) -> NamedArray: ...
 @overload
@@ -642,41 +4803,451 @@ def extract(condition: NamedArray | ArrayLike, arr: NamedArray, *, size: int | N
 @overload
 def extract(condition: NamedArray | ArrayLike, arr: NamedArray | ArrayLike, *, size: int | None = None, fill_value: NamedArray) -> NamedArray: ...
 @overload
-def extract(condition: ArrayLike, arr: ArrayLike, *, size: int | None = None, fill_value: ArrayLike = ...) -> Array: ...
+def extract(condition: ArrayLike, arr: ArrayLike, *, size: int | None = None, fill_value: ArrayLike = ...) -> Array:
+    """``nx.extract`` is positional only: its output size depends on the values, so it cannot map over names. A
+    NamedArray with named axes is an error (unwrap it first).
+
+    The documentation of ``jax.numpy.extract`` follows.
+
+    Return the elements of an array that satisfy a condition.
+
+    JAX implementation of :func:`numpy.extract`.
+
+    Args:
+      condition: array of conditions. Will be converted to boolean and flattened to 1D.
+      arr: array of values to extract. Will be flattened to 1D.
+      size: optional static size for output. Must be specified in order for ``extract``
+        to be compatible with JAX transformations like :func:`~jax.jit` or :func:`~jax.vmap`.
+      fill_value: if ``size`` is specified, fill padded entries with this value (default: 0).
+
+    Returns:
+      1D array of extracted entries . If ``size`` is specified, the result will have shape
+      ``(size,)`` and be right-padded with ``fill_value``. If ``size`` is not specified,
+      the output shape will depend on the number of True entries in ``condition``.
+
+    Notes:
+      This function does not require strict shape agreement between ``condition`` and ``arr``.
+      If ``condition.size > arr.size``, then ``condition`` will be truncated, and if
+      ``arr.size > condition.size``, then ``arr`` will be truncated.
+
+    See also:
+      :func:`jax.numpy.compress`: multi-dimensional version of ``extract``.
+
+    Examples:
+       Extract values from a 1D array:
+
+       >>> x = jnp.array([1, 2, 3, 4, 5, 6])
+       >>> mask = (x % 2 == 0)
+       >>> jnp.extract(mask, x)
+       Array([2, 4, 6], dtype=int32)
+
+       In the simplest case, this is equivalent to boolean indexing:
+
+       >>> x[mask]
+       Array([2, 4, 6], dtype=int32)
+
+       For use with JAX transformations, you can pass the ``size`` argument to
+       specify a static shape for the output, along with an optional ``fill_value``
+       that defaults to zero:
+
+       >>> jnp.extract(mask, x, size=len(x), fill_value=0)
+       Array([2, 4, 6, 0, 0, 0], dtype=int32)
+
+       Notice that unlike with boolean indexing, ``extract`` does not require strict
+       agreement between the sizes of the array and condition, and will effectively
+       truncate both to the minimum size:
+
+       >>> short_mask = jnp.array([False, True])
+       >>> jnp.extract(short_mask, x)
+       Array([2], dtype=int32)
+       >>> long_mask = jnp.array([True, False, True, False, False, False, False, False])
+       >>> jnp.extract(long_mask, x)
+       Array([1, 3], dtype=int32)
+    """
 @overload
 def eye(N: Any, M: Any = None, *, k: NamedArray, dtype: DTypeLike | None = None, device: Any = None) -> NamedArray: ...
 @overload
-def eye(N: Any, M: Any = None, k: int | ArrayLike = ..., dtype: DTypeLike | None = None, *, device: Any = None) -> Array: ...
+def eye(N: Any, M: Any = None, k: int | ArrayLike = ..., dtype: DTypeLike | None = None, *, device: Any = None) -> Array:
+    """``nx.eye`` is lifted: it runs as if vmapped over every named axis of its NamedArray arguments, and
+    the result carries their names. Integer axis arguments count positional axes only, and a value
+    whose names leave it too few positional axes is an error.
+
+    The documentation of ``jax.numpy.eye`` follows.
+
+    Create a square or rectangular identity matrix
+
+    JAX implementation of :func:`numpy.eye`.
+
+    Args:
+      N: integer specifying the first dimension of the array.
+      M: optional integer specifying the second dimension of the array;
+        defaults to the same value as ``N``.
+      k: optional integer specifying the offset of the diagonal. Use positive
+        values for upper diagonals, and negative values for lower diagonals.
+        Default is zero.
+      dtype: optional dtype; defaults to floating point.
+      device: optional :class:`~jax.Device` or :class:`~jax.sharding.Sharding`
+        to which the created array will be committed.
+
+    Returns:
+      Identity array of shape ``(N, M)``, or ``(N, N)`` if ``M`` is not specified.
+
+    See also:
+      :func:`jax.numpy.identity`: Simpler API for generating square identity matrices.
+
+    Examples:
+      A simple 3x3 identity matrix:
+
+      >>> jnp.eye(3)
+      Array([[1., 0., 0.],
+             [0., 1., 0.],
+             [0., 0., 1.]], dtype=float32)
+
+      Integer identity matrices with offset diagonals:
+
+      >>> jnp.eye(3, k=1, dtype=int)
+      Array([[0, 1, 0],
+             [0, 0, 1],
+             [0, 0, 0]], dtype=int32)
+      >>> jnp.eye(3, k=-1, dtype=int)
+      Array([[0, 0, 0],
+             [1, 0, 0],
+             [0, 1, 0]], dtype=int32)
+
+      Non-square identity matrix:
+
+      >>> jnp.eye(3, 5, k=1)
+      Array([[0., 1., 0., 0., 0.],
+             [0., 0., 1., 0., 0.],
+             [0., 0., 0., 1., 0.]], dtype=float32)
+    """
 @overload
 def fabs(x: NamedArray, /) -> NamedArray: ...
 @overload
-def fabs(x: ArrayLike, /) -> Array: ...
+def fabs(x: ArrayLike, /) -> Array:
+    """``nx.fabs`` works elementwise and broadcasts by name: the result carries every name of its operands (one size per name), and positional axes broadcast by NumPy's rules.
+
+    The documentation of ``jax.numpy.fabs`` follows.
+
+    Compute the element-wise absolute values of the real-valued input.
+
+    JAX implementation of :obj:`numpy.fabs`.
+
+    Args:
+      x: input array or scalar. Must not have a complex dtype.
+
+    Returns:
+      An array with same shape as ``x`` and dtype float, containing the element-wise
+      absolute values.
+
+    See also:
+      - :func:`jax.numpy.absolute`: Computes the absolute values of the input including
+        complex dtypes.
+      - :func:`jax.numpy.abs`: Computes the absolute values of the input including
+        complex dtypes.
+
+    Examples:
+      For integer inputs:
+
+      >>> x = jnp.array([-5, -9, 1, 10, 15])
+      >>> jnp.fabs(x)
+      Array([ 5.,  9.,  1., 10., 15.], dtype=float32)
+
+      For float type inputs:
+
+      >>> x1 = jnp.array([-1.342, 5.649, 3.927])
+      >>> jnp.fabs(x1)
+      Array([1.342, 5.649, 3.927], dtype=float32)
+
+      For boolean inputs:
+
+      >>> x2 = jnp.array([True, False])
+      >>> jnp.fabs(x2)
+      Array([1., 0.], dtype=float32)
+    """
 @overload
 def fill_diagonal(a: NamedArray, val: NamedArray | ArrayLike, wrap: builtins.bool = False, *, inplace: builtins.bool = True) -> NamedArray: ...
 @overload
 def fill_diagonal(a: NamedArray | ArrayLike, val: NamedArray, wrap: builtins.bool = False, *, inplace: builtins.bool = True) -> NamedArray: ...
 @overload
-def fill_diagonal(a: ArrayLike, val: ArrayLike, wrap: builtins.bool = False, *, inplace: builtins.bool = True) -> Array: ...
-def fix_canonical_order(*orders: Iterable[str]) -> None: ...
+def fill_diagonal(a: ArrayLike, val: ArrayLike, wrap: builtins.bool = False, *, inplace: builtins.bool = True) -> Array:
+    """``nx.fill_diagonal`` is lifted: it runs as if vmapped over every named axis of its NamedArray arguments, and
+    the result carries their names. Integer axis arguments count positional axes only, and a value
+    whose names leave it too few positional axes is an error.
+
+    The documentation of ``jax.numpy.fill_diagonal`` follows.
+
+    Return a copy of the array with the diagonal overwritten.
+
+    JAX implementation of :func:`numpy.fill_diagonal`.
+
+    The semantics of :func:`numpy.fill_diagonal` are to modify arrays in-place, which
+    is not possible for JAX's immutable arrays. The JAX version returns a modified
+    copy of the input, and adds the ``inplace`` parameter which must be set to
+    `False`` by the user as a reminder of this API difference.
+
+    Args:
+      a: input array. Must have ``a.ndim >= 2``. If ``a.ndim >= 3``, then all
+        dimensions must be the same size.
+      val: scalar or array with which to fill the diagonal. If an array, it will
+        be flattened and repeated to fill the diagonal entries.
+      wrap: Not implemented by JAX. Only the default value of ``False`` is supported.
+      inplace: must be set to False to indicate that the input is not modified
+        in-place, but rather a modified copy is returned.
+
+    Returns:
+      A copy of ``a`` with the diagonal set to ``val``.
+
+    Examples:
+      >>> x = jnp.zeros((3, 3), dtype=int)
+      >>> jnp.fill_diagonal(x, jnp.array([1, 2, 3]), inplace=False)
+      Array([[1, 0, 0],
+             [0, 2, 0],
+             [0, 0, 3]], dtype=int32)
+
+      Unlike :func:`numpy.fill_diagonal`, the input ``x`` is not modified.
+
+      If the diagonal value has too many entries, it will be truncated
+
+      >>> jnp.fill_diagonal(x, jnp.arange(100, 200), inplace=False)
+      Array([[100,   0,   0],
+             [  0, 101,   0],
+             [  0,   0, 102]], dtype=int32)
+
+      If the diagonal has too few entries, it will be repeated:
+
+      >>> x = jnp.zeros((4, 4), dtype=int)
+      >>> jnp.fill_diagonal(x, jnp.array([3, 4]), inplace=False)
+      Array([[3, 0, 0, 0],
+             [0, 4, 0, 0],
+             [0, 0, 3, 0],
+             [0, 0, 0, 4]], dtype=int32)
+
+      For non-square arrays, the diagonal of the leading square slice is filled:
+
+      >>> x = jnp.zeros((3, 5), dtype=int)
+      >>> jnp.fill_diagonal(x, 1, inplace=False)
+      Array([[1, 0, 0, 0, 0],
+             [0, 1, 0, 0, 0],
+             [0, 0, 1, 0, 0]], dtype=int32)
+
+      And for square N-dimensional arrays, the N-dimensional diagonal is filled:
+
+      >>> y = jnp.zeros((2, 2, 2))
+      >>> jnp.fill_diagonal(y, 1, inplace=False)
+      Array([[[1., 0.],
+              [0., 0.]],
+      <BLANKLINE>
+             [[0., 0.],
+              [0., 1.]]], dtype=float32)
+    """
+def fix_canonical_order(*orders: Iterable[str]) -> None:
+    """Give each set of names its boundary order before anything flattens it.
+
+    Not needed for correctness: the processes of a job agree on every order by themselves, and checkpoints,
+    pickles and safetensors files carry their orders. Fix an order to choose the layout a set crosses jit
+    in (the one its hottest uses want), or to keep one layout across programs so that checkpoints restore
+    without a transpose. Fixing a set again to the same order is a no-op; to another order (in this
+    process, or in another process of the job), an :class:`~namedarray.errors.AxisSpecError` naming both
+    orders: values already flattened would be misread.
+
+    >>> import namedarray as nx
+    >>> nx.fix_canonical_order(["batch_doc2", "seq_doc2"])
+    >>> nx.canonical_order(["seq_doc2", "batch_doc2"])
+    ('batch_doc2', 'seq_doc2')
+    """
 @overload
 def flatnonzero(a: NamedArray, *, size: int | None = None, fill_value: None | NamedArray | ArrayLike | tuple[NamedArray | ArrayLike, ...] = None) -> NamedArray: ...
 @overload
 def flatnonzero(a: NamedArray | ArrayLike, *, size: int | None = None, fill_value: NamedArray) -> NamedArray: ...
 @overload
-def flatnonzero(a: ArrayLike, *, size: int | None = None, fill_value: None | ArrayLike | tuple[ArrayLike, ...] = ...) -> Array: ...
-def flatten(x: NamedArray, names: Sequence[str], new_name: str) -> NamedArray: ...
+def flatnonzero(a: ArrayLike, *, size: int | None = None, fill_value: None | ArrayLike | tuple[ArrayLike, ...] = ...) -> Array:
+    """``nx.flatnonzero`` is positional only: its output size depends on the values, so it cannot map over names. A
+    NamedArray with named axes is an error (unwrap it first).
+
+    The documentation of ``jax.numpy.flatnonzero`` follows.
+
+    Return indices of nonzero elements in a flattened array
+
+    JAX implementation of :func:`numpy.flatnonzero`.
+
+    ``jnp.flatnonzero(x)`` is equivalent to ``nonzero(ravel(a))[0]``. For a full
+    discussion of the parameters to this function, refer to :func:`jax.numpy.nonzero`.
+
+    Args:
+      a: N-dimensional array.
+      size: optional static integer specifying the number of nonzero entries to
+        return. See :func:`jax.numpy.nonzero` for more discussion of this parameter.
+      fill_value: optional padding value when ``size`` is specified. Defaults to 0.
+        See :func:`jax.numpy.nonzero` for more discussion of this parameter.
+
+    Returns:
+      Array containing the indices of each nonzero value in the flattened array.
+
+    See Also:
+      - :func:`jax.numpy.nonzero`
+      - :func:`jax.numpy.where`
+
+    Examples:
+      >>> x = jnp.array([[0, 5, 0],
+      ...                [6, 0, 8]])
+      >>> jnp.flatnonzero(x)
+      Array([1, 3, 5], dtype=int32)
+
+      This is equivalent to calling :func:`~jax.numpy.nonzero` on the flattened
+      array, and extracting the first entry in the resulting tuple:
+
+      >>> jnp.nonzero(x.ravel())[0]
+      Array([1, 3, 5], dtype=int32)
+
+      The returned indices can be used to extract nonzero entries from the
+      flattened array:
+
+      >>> indices = jnp.flatnonzero(x)
+      >>> x.ravel()[indices]
+      Array([5, 6, 8], dtype=int32)
+    """
+def flatten(x: NamedArray, names: Sequence[str], new_name: str) -> NamedArray:
+    """Merge the named axes ``names`` into one named axis ``new_name``, row-major in the order given.
+
+    The new axis sits where the first of ``names`` was stored; when ``names`` are stored next to each other
+    in that order, nothing moves (a reshape). ``new_name`` may be one of ``names``.
+
+    >>> import namedarray as nx, jax.numpy as jnp
+    >>> x = nx.wrap(jnp.arange(6).reshape(2, 3), ["heads", "head_dim"])
+    >>> nx.flatten(x, ("heads", "head_dim"), "embed").unwrap(["embed"]).tolist()
+    [0, 1, 2, 3, 4, 5]
+    >>> nx.flatten(x, ("head_dim", "heads"), "embed").unwrap(["embed"]).tolist()
+    [0, 3, 1, 4, 2, 5]
+    """
 @overload
 def flip(m: NamedArray, axis: int | str | Sequence[int | str] | None = None) -> NamedArray: ...
 @overload
-def flip(m: ArrayLike, axis: int | str | Sequence[int | str] | None = None) -> Array: ...
+def flip(m: ArrayLike, axis: int | str | Sequence[int | str] | None = None) -> Array:
+    """``nx.flip`` acts along the axis given in ``axis``, by position or by name, and keeps it; every other name
+    is a batch axis. Options may be arrays, traced under ``jit`` (``roll``'s shift, ``repeat``'s
+    counts), as in ``jax.numpy``; one with named axes is an error that shows the ``nx.along``
+    spelling.
+
+    The documentation of ``jax.numpy.flip`` follows.
+
+    Reverse the order of elements of an array along the given axis.
+
+    JAX implementation of :func:`numpy.flip`.
+
+    Args:
+      m: Array.
+      axis: integer or sequence of integers. Specifies along which axis or axes
+        should the array elements be reversed. Default is ``None``, which flips
+        along all axes.
+
+    Returns:
+      An array with the elements in reverse order along ``axis``.
+
+    See Also:
+      - :func:`jax.numpy.fliplr`: reverse the order along axis 1 (left/right)
+      - :func:`jax.numpy.flipud`: reverse the order along axis 0 (up/down)
+
+    Examples:
+      >>> x1 = jnp.array([[1, 2],
+      ...                 [3, 4]])
+      >>> jnp.flip(x1)
+      Array([[4, 3],
+             [2, 1]], dtype=int32)
+
+      If ``axis`` is specified with an integer, then ``jax.numpy.flip`` reverses
+      the array along that particular axis only.
+
+      >>> jnp.flip(x1, axis=1)
+      Array([[2, 1],
+             [4, 3]], dtype=int32)
+
+      >>> x2 = jnp.arange(1, 9).reshape(2, 2, 2)
+      >>> x2
+      Array([[[1, 2],
+              [3, 4]],
+      <BLANKLINE>
+             [[5, 6],
+              [7, 8]]], dtype=int32)
+      >>> jnp.flip(x2)
+      Array([[[8, 7],
+              [6, 5]],
+      <BLANKLINE>
+             [[4, 3],
+              [2, 1]]], dtype=int32)
+
+      When ``axis`` is specified with a sequence of integers, then
+      ``jax.numpy.flip`` reverses the array along the specified axes.
+
+      >>> jnp.flip(x2, axis=[1, 2])
+      Array([[[4, 3],
+              [2, 1]],
+      <BLANKLINE>
+             [[8, 7],
+              [6, 5]]], dtype=int32)
+    """
 @overload
 def fliplr(m: NamedArray) -> NamedArray: ...
 @overload
-def fliplr(m: ArrayLike) -> Array: ...
+def fliplr(m: ArrayLike) -> Array:
+    """``nx.fliplr`` is lifted: it runs as if vmapped over every named axis of its NamedArray arguments, and
+    the result carries their names. Integer axis arguments count positional axes only, and a value
+    whose names leave it too few positional axes is an error.
+
+    The documentation of ``jax.numpy.fliplr`` follows.
+
+    Reverse the order of elements of an array along axis 1.
+
+    JAX implementation of :func:`numpy.fliplr`.
+
+    Args:
+      m: Array with at least two dimensions.
+
+    Returns:
+      An array with the elements in reverse order along axis 1.
+
+    See Also:
+      - :func:`jax.numpy.flip`: reverse the order along the given axis
+      - :func:`jax.numpy.flipud`: reverse the order along axis 0
+
+    Examples:
+      >>> x = jnp.array([[1, 2],
+      ...                [3, 4]])
+      >>> jnp.fliplr(x)
+      Array([[2, 1],
+             [4, 3]], dtype=int32)
+    """
 @overload
 def flipud(m: NamedArray) -> NamedArray: ...
 @overload
-def flipud(m: ArrayLike) -> Array: ...
+def flipud(m: ArrayLike) -> Array:
+    """``nx.flipud`` is lifted: it runs as if vmapped over every named axis of its NamedArray arguments, and
+    the result carries their names. Integer axis arguments count positional axes only, and a value
+    whose names leave it too few positional axes is an error.
+
+    The documentation of ``jax.numpy.flipud`` follows.
+
+    Reverse the order of elements of an array along axis 0.
+
+    JAX implementation of :func:`numpy.flipud`.
+
+    Args:
+      m: Array with at least one dimension.
+
+    Returns:
+      An array with the elements in reverse order along axis 0.
+
+    See Also:
+      - :func:`jax.numpy.flip`: reverse the order along the given axis
+      - :func:`jax.numpy.fliplr`: reverse the order along axis 1
+
+    Examples:
+      >>> x = jnp.array([[1, 2],
+      ...                [3, 4]])
+      >>> jnp.flipud(x)
+      Array([[3, 4],
+             [1, 2]], dtype=int32)
+    """
 float6_e2m3fn: Any
 float6_e3m2fn: Any
 @overload
@@ -684,41 +5255,350 @@ def float_power(x: NamedArray, y: NamedArray | ArrayLike, /) -> NamedArray: ...
 @overload
 def float_power(x: NamedArray | ArrayLike, y: NamedArray, /) -> NamedArray: ...
 @overload
-def float_power(x: ArrayLike, y: ArrayLike, /) -> Array: ...
+def float_power(x: ArrayLike, y: ArrayLike, /) -> Array:
+    """``nx.float_power`` works elementwise and broadcasts by name: the result carries every name of its operands (one size per name), and positional axes broadcast by NumPy's rules.
+
+    The documentation of ``jax.numpy.float_power`` follows.
+
+    Calculate element-wise base ``x`` exponential of ``y``.
+
+    JAX implementation of :obj:`numpy.float_power`.
+
+    Args:
+      x: scalar or array. Specifies the bases.
+      y: scalar or array. Specifies the exponents. ``x`` and ``y`` should either
+        have same shape or be broadcast compatible.
+
+    Returns:
+      An array containing the base ``x`` exponentials of ``y``, promoting to the
+      inexact dtype.
+
+    See also:
+      - :func:`jax.numpy.exp`: Calculates element-wise exponential of the input.
+      - :func:`jax.numpy.exp2`: Calculates base-2 exponential of each element of
+        the input.
+
+    Examples:
+      Inputs with same shape:
+
+      >>> x = jnp.array([3, 1, -5])
+      >>> y = jnp.array([2, 4, -1])
+      >>> jnp.float_power(x, y)
+      Array([ 9. ,  1. , -0.2], dtype=float32)
+
+      Inputs with broadcast compatibility:
+
+      >>> x1 = jnp.array([[2, -4, 1],
+      ...                 [-1, 2, 3]])
+      >>> y1 = jnp.array([-2, 1, 4])
+      >>> jnp.float_power(x1, y1)
+      Array([[ 0.25, -4.  ,  1.  ],
+             [ 1.  ,  2.  , 81.  ]], dtype=float32)
+
+      ``jnp.float_power`` produces ``nan`` for negative values raised to a non-integer
+      values.
+
+      >>> jnp.float_power(-3, 1.7)
+      Array(nan, dtype=float32, weak_type=True)
+    """
 @overload
 def floor(x: NamedArray, /) -> NamedArray: ...
 @overload
-def floor(x: ArrayLike, /) -> Array: ...
+def floor(x: ArrayLike, /) -> Array:
+    """``nx.floor`` works elementwise and broadcasts by name: the result carries every name of its operands (one size per name), and positional axes broadcast by NumPy's rules.
+
+    The documentation of ``jax.numpy.floor`` follows.
+
+    Round input to the nearest integer downwards.
+
+    JAX implementation of :obj:`numpy.floor`.
+
+    Args:
+      x: input array or scalar. Must not have complex dtype.
+
+    Returns:
+      An array with same shape and dtype as ``x`` containing the values rounded to
+      the nearest integer that is less than or equal to the value itself.
+
+    See also:
+      - :func:`jax.numpy.fix`: Rounds the input to the nearest integer towards zero.
+      - :func:`jax.numpy.trunc`: Rounds the input to the nearest integer towards
+        zero.
+      - :func:`jax.numpy.ceil`: Rounds the input up to the nearest integer.
+
+    Examples:
+      >>> key = jax.random.key(42)
+      >>> x = jax.random.uniform(key, (3, 3), minval=-5, maxval=5)
+      >>> with jnp.printoptions(precision=2, suppress=True):
+      ...     print(x)
+      [[-0.11  1.8   1.16]
+       [ 0.61 -0.49  0.86]
+       [-4.25  2.75  1.99]]
+      >>> jnp.floor(x)
+      Array([[-1.,  1.,  1.],
+             [ 0., -1.,  0.],
+             [-5.,  2.,  1.]], dtype=float32)
+    """
 @overload
 def floor_divide(x1: NamedArray, x2: NamedArray | ArrayLike, /) -> NamedArray: ...
 @overload
 def floor_divide(x1: NamedArray | ArrayLike, x2: NamedArray, /) -> NamedArray: ...
 @overload
-def floor_divide(x1: ArrayLike, x2: ArrayLike, /) -> Array: ...
+def floor_divide(x1: ArrayLike, x2: ArrayLike, /) -> Array:
+    """``nx.floor_divide`` works elementwise and broadcasts by name: the result carries every name of its operands (one size per name), and positional axes broadcast by NumPy's rules.
+
+    The documentation of ``jax.numpy.floor_divide`` follows.
+
+    Calculates the floor division of x1 by x2 element-wise
+
+    JAX implementation of :obj:`numpy.floor_divide`.
+
+    Args:
+      x1: Input array, the dividend
+      x2: Input array, the divisor
+
+    Returns:
+      An array-like object containing each of the quotients rounded down
+      to the nearest integer towards negative infinity. This is equivalent
+      to ``x1 // x2`` in Python.
+
+    Note:
+      ``x1 // x2`` is equivalent to ``jnp.floor_divide(x1, x2)`` for arrays ``x1``
+      and ``x2``
+
+    See Also:
+      :func:`jax.numpy.divide` and :func:`jax.numpy.true_divide` for floating point
+      division.
+
+    Examples:
+      >>> x1 = jnp.array([10, 20, 30])
+      >>> x2 = jnp.array([3, 4, 7])
+      >>> jnp.floor_divide(x1, x2)
+      Array([3, 5, 4], dtype=int32)
+
+      >>> x1 = jnp.array([-5, -4, -3, -2, -1, 0, 1, 2, 3, 4, 5])
+      >>> x2 = 3
+      >>> jnp.floor_divide(x1, x2)
+      Array([-2, -2, -1, -1, -1,  0,  0,  0,  1,  1,  1], dtype=int32)
+
+      >>> x1 = jnp.array([6, 6, 6], dtype=jnp.int32)
+      >>> x2 = jnp.array([2.0, 2.5, 3.0], dtype=jnp.float32)
+      >>> jnp.floor_divide(x1, x2)
+      Array([3., 2., 2.], dtype=float32)
+    """
 @overload
 def fmax(x1: NamedArray, x2: NamedArray | ArrayLike) -> NamedArray: ...
 @overload
 def fmax(x1: NamedArray | ArrayLike, x2: NamedArray) -> NamedArray: ...
 @overload
-def fmax(x1: ArrayLike, x2: ArrayLike) -> Array: ...
+def fmax(x1: ArrayLike, x2: ArrayLike) -> Array:
+    """``nx.fmax`` works elementwise and broadcasts by name: the result carries every name of its operands (one size per name), and positional axes broadcast by NumPy's rules.
+
+    The documentation of ``jax.numpy.fmax`` follows.
+
+    Return element-wise maximum of the input arrays.
+
+    JAX implementation of :func:`numpy.fmax`.
+
+    Args:
+      x1: input array or scalar
+      x2: input array or scalar. x1 and x1 must either have same shape or be
+        broadcast compatible.
+
+    Returns:
+      An array containing the element-wise maximum of x1 and x2.
+
+    Note:
+      For each pair of elements, ``jnp.fmax`` returns:
+        - the larger of the two if both elements are finite numbers.
+        - finite number if one element is ``nan``.
+        - ``nan`` if both elements are ``nan``.
+        - ``inf`` if one element is ``inf`` and the other is finite or ``nan``.
+        - ``-inf`` if one element is ``-inf`` and the other is ``nan``.
+
+    Examples:
+      >>> jnp.fmax(3, 7)
+      Array(7, dtype=int32, weak_type=True)
+      >>> jnp.fmax(5, jnp.array([1, 7, 9, 4]))
+      Array([5, 7, 9, 5], dtype=int32)
+
+      >>> x1 = jnp.array([1, 3, 7, 8])
+      >>> x2 = jnp.array([-1, 4, 6, 9])
+      >>> jnp.fmax(x1, x2)
+      Array([1, 4, 7, 9], dtype=int32)
+
+      >>> x3 = jnp.array([[2, 3, 5, 10],
+      ...                 [11, 9, 7, 5]])
+      >>> jnp.fmax(x1, x3)
+      Array([[ 2,  3,  7, 10],
+             [11,  9,  7,  8]], dtype=int32)
+
+      >>> x4 = jnp.array([jnp.inf, 6, -jnp.inf, nan])
+      >>> x5 = jnp.array([[3, 5, 7, nan],
+      ...                 [nan, 9, nan, -1]])
+      >>> jnp.fmax(x4, x5)
+      Array([[ inf,   6.,   7.,  nan],
+             [ inf,   9., -inf,  -1.]], dtype=float32)
+    """
 @overload
 def fmin(x1: NamedArray, x2: NamedArray | ArrayLike) -> NamedArray: ...
 @overload
 def fmin(x1: NamedArray | ArrayLike, x2: NamedArray) -> NamedArray: ...
 @overload
-def fmin(x1: ArrayLike, x2: ArrayLike) -> Array: ...
+def fmin(x1: ArrayLike, x2: ArrayLike) -> Array:
+    """``nx.fmin`` works elementwise and broadcasts by name: the result carries every name of its operands (one size per name), and positional axes broadcast by NumPy's rules.
+
+    The documentation of ``jax.numpy.fmin`` follows.
+
+    Return element-wise minimum of the input arrays.
+
+    JAX implementation of :func:`numpy.fmin`.
+
+    Args:
+      x1: input array or scalar.
+      x2: input array or scalar. x1 and x2 must either have same shape or be
+        broadcast compatible.
+
+    Returns:
+      An array containing the element-wise minimum of x1 and x2.
+
+    Note:
+      For each pair of elements, ``jnp.fmin`` returns:
+        - the smaller of the two if both elements are finite numbers.
+        - finite number if one element is ``nan``.
+        - ``-inf`` if one element is ``-inf`` and the other is finite or ``nan``.
+        - ``inf`` if one element is ``inf`` and the other is ``nan``.
+        - ``nan`` if both elements are ``nan``.
+
+    Examples:
+      >>> jnp.fmin(2, 3)
+      Array(2, dtype=int32, weak_type=True)
+      >>> jnp.fmin(2, jnp.array([1, 4, 2, -1]))
+      Array([ 1,  2,  2, -1], dtype=int32)
+
+      >>> x1 = jnp.array([1, 3, 2])
+      >>> x2 = jnp.array([2, 1, 4])
+      >>> jnp.fmin(x1, x2)
+      Array([1, 1, 2], dtype=int32)
+
+      >>> x3 = jnp.array([1, 5, 3])
+      >>> x4 = jnp.array([[2, 3, 1],
+      ...                 [5, 6, 7]])
+      >>> jnp.fmin(x3, x4)
+      Array([[1, 3, 1],
+             [1, 5, 3]], dtype=int32)
+
+      >>> nan = jnp.nan
+      >>> x5 = jnp.array([jnp.inf, 5, nan])
+      >>> x6 = jnp.array([[2, 3, nan],
+      ...                 [nan, 6, 7]])
+      >>> jnp.fmin(x5, x6)
+      Array([[ 2.,  3., nan],
+             [inf,  5.,  7.]], dtype=float32)
+    """
 @overload
 def fmod(x1: NamedArray, x2: NamedArray | ArrayLike, /) -> NamedArray: ...
 @overload
 def fmod(x1: NamedArray | ArrayLike, x2: NamedArray, /) -> NamedArray: ...
 @overload
-def fmod(x1: ArrayLike, x2: ArrayLike, /) -> Array: ...
+def fmod(x1: ArrayLike, x2: ArrayLike, /) -> Array:
+    """``nx.fmod`` works elementwise and broadcasts by name: the result carries every name of its operands (one size per name), and positional axes broadcast by NumPy's rules.
+
+    The documentation of ``jax.numpy.fmod`` follows.
+
+    Calculate element-wise floating-point modulo operation.
+
+    JAX implementation of :obj:`numpy.fmod`.
+
+    Args:
+      x1: scalar or array. Specifies the dividend.
+      x2: scalar or array. Specifies the divisor. ``x1`` and ``x2`` should either
+         have same shape or be broadcast compatible.
+
+    Returns:
+      An array containing the result of the element-wise floating-point modulo
+      operation of ``x1`` and ``x2`` with same sign as the elements of ``x1``.
+
+    Note:
+      The result of ``jnp.fmod`` is equivalent to ``x1 - x2 * jnp.trunc(x1 / x2)``.
+
+    See also:
+      - :func:`jax.numpy.mod` and :func:`jax.numpy.remainder`: Returns the element-wise
+        remainder of the division.
+      - :func:`jax.numpy.divmod`: Calculates the integer quotient and remainder of
+        ``x1`` by ``x2``, element-wise.
+
+    Examples:
+      >>> x1 = jnp.array([[3, -1, 4],
+      ...                 [8, 5, -2]])
+      >>> x2 = jnp.array([2, 3, -5])
+      >>> jnp.fmod(x1, x2)
+      Array([[ 1, -1,  4],
+             [ 0,  2, -2]], dtype=int32)
+      >>> x1 - x2 * jnp.trunc(x1 / x2)
+      Array([[ 1., -1.,  4.],
+             [ 0.,  2., -2.]], dtype=float32)
+    """
 @overload
 def frexp(x: NamedArray, /) -> tuple[NamedArray, NamedArray]: ...
 @overload
-def frexp(x: ArrayLike, /) -> tuple[Array, Array]: ...
-def from_process_local(x_local: NamedArray, resources: Mapping[str, Any] | None = None, *, mesh: Any = None) -> NamedArray: ...
-def from_xarray(da: Any) -> NamedArray: ...
+def frexp(x: ArrayLike, /) -> tuple[Array, Array]:
+    """``nx.frexp`` works elementwise and broadcasts by name: the result carries every name of its operands (one size per name), and positional axes broadcast by NumPy's rules.
+
+    The documentation of ``jax.numpy.frexp`` follows.
+
+    Split floating point values into mantissa and twos exponent.
+
+    JAX implementation of :func:`numpy.frexp`.
+
+    Args:
+      x: real-valued array
+
+    Returns:
+      A tuple ``(mantissa, exponent)`` where ``mantissa`` is a floating point
+      value between -1 and 1, and ``exponent`` is an integer such that
+      ``x == mantissa * 2 ** exponent``.
+
+    See also:
+      - :func:`jax.numpy.ldexp`: compute the inverse of ``frexp``.
+
+    Examples:
+      Split values into mantissa and exponent:
+
+      >>> x = jnp.array([1., 2., 3., 4., 5.])
+      >>> m, e = jnp.frexp(x)
+      >>> m
+      Array([0.5  , 0.5  , 0.75 , 0.5  , 0.625], dtype=float32)
+      >>> e
+      Array([1, 2, 2, 3, 3], dtype=int32)
+
+      Reconstruct the original array:
+
+      >>> m * 2 ** e
+      Array([1., 2., 3., 4., 5.], dtype=float32)
+    """
+def from_process_local(x_local: NamedArray, resources: Mapping[str, Any] | None = None, *, mesh: Any = None) -> NamedArray:
+    """A global NamedArray from each process's block of it (``jax.distributed``).
+
+    Every process passes its own block, ``x_local``, with the same names; each named axis is split over its
+    mesh axes (``resources``, default the rules in force), and along an axis split over devices of several
+    processes the blocks are put side by side in process order, so the global size is the local size times
+    the number of processes it spans (``jax.make_array_from_process_local_data``). Names that are not split
+    across processes must hold the same data on every process. In one process this is placement.
+
+    >>> import jax, jax.numpy as jnp, namedarray as nx
+    >>> mesh = jax.make_mesh((1,), ("data",), axis_types=(jax.sharding.AxisType.Auto,))
+    >>> x = nx.from_process_local(nx.wrap(jnp.ones((4, 3)), ["batch", ...]), {"batch": "data"}, mesh=mesh)
+    >>> x.named_shape, x.sharding.spec
+    ({'batch': 4}, P(None, 'data'))
+    """
+def from_xarray(da: Any) -> NamedArray:
+    """A NamedArray from an ``xarray.DataArray``: every dim becomes a named axis (coordinates are dropped).
+
+    >>> import xarray as xr, numpy as np, namedarray as nx
+    >>> nx.from_xarray(xr.DataArray(np.ones((2, 3)), dims=("time", "station"))).named_shape
+    {'station': 3, 'time': 2}
+    """
 @overload
 def full(shape: Mapping[str, int], fill_value: NamedArray | ArrayLike, dtype: DTypeLike | None = None, *, named_shape: (Mapping[str, int] | Sequence[str] | str | None) = None, **kwargs: Any) -> NamedArray: ...
 @overload
@@ -726,19 +5606,110 @@ def full(shape: int | Sequence[int], fill_value: NamedArray | ArrayLike, dtype: 
 @overload
 def full(shape: int | Sequence[int], fill_value: NamedArray, dtype: DTypeLike | None = None, *, named_shape: None = None, **kwargs: Any) -> NamedArray: ...
 @overload
-def full(shape: int | Sequence[int], fill_value: ArrayLike, dtype: DTypeLike | None = None, *, named_shape: None = None, **kwargs: Any) -> jax.Array: ...
+def full(shape: int | Sequence[int], fill_value: ArrayLike, dtype: DTypeLike | None = None, *, named_shape: None = None, **kwargs: Any) -> jax.Array:
+    """``fill_value`` broadcast to positional ``shape`` and named shape ``named_shape``.
+
+    ``fill_value`` may be a NamedArray: its names must be among the requested ones (they broadcast by name),
+    and its positional shape must broadcast to ``shape``, as ``jnp.full`` asks.
+
+    >>> import namedarray as nx, jax.numpy as jnp
+    >>> row = nx.wrap(jnp.arange(3.0), ["k"])
+    >>> nx.full({"b": 2, "k": 3}, row).unwrap(["b", "k"]).tolist()
+    [[0.0, 1.0, 2.0], [0.0, 1.0, 2.0]]
+    """
 @overload
 def full_like(a: NamedArray, fill_value: NamedArray | ArrayLike, dtype: DTypeLike | None = None, shape: Any = None, *, device: jax.Device | jax.sharding.Sharding | None = None, out_sharding: jax.sharding.NamedSharding | jax.P | None = None) -> NamedArray: ...
 @overload
 def full_like(a: NamedArray | ArrayLike, fill_value: NamedArray, dtype: DTypeLike | None = None, shape: Any = None, *, device: jax.Device | jax.sharding.Sharding | None = None, out_sharding: jax.sharding.NamedSharding | jax.P | None = None) -> NamedArray: ...
 @overload
-def full_like(a: ArrayLike, fill_value: ArrayLike, dtype: DTypeLike | None = None, shape: Any = None, *, device: jax.Device | jax.sharding.Sharding | None = None, out_sharding: jax.sharding.NamedSharding | jax.P | None = None) -> Array: ...
+def full_like(a: ArrayLike, fill_value: ArrayLike, dtype: DTypeLike | None = None, shape: Any = None, *, device: jax.Device | jax.sharding.Sharding | None = None, out_sharding: jax.sharding.NamedSharding | jax.P | None = None) -> Array:
+    """``nx.full_like`` is lifted: it runs as if vmapped over every named axis of its NamedArray arguments, and
+    the result carries their names. Integer axis arguments count positional axes only, and a value
+    whose names leave it too few positional axes is an error.
+
+    The documentation of ``jax.numpy.full_like`` follows.
+
+    Create an array full of a specified value with the same shape and dtype as an array.
+
+    JAX implementation of :func:`numpy.full_like`.
+
+    Args:
+      a: Array-like object with ``shape`` and ``dtype`` attributes.
+      fill_value: scalar or array with which to fill the created array.
+      shape: optionally override the shape of the created array.
+      dtype: optionally override the dtype of the created array.
+      device: (optional) :class:`~jax.Device` or :class:`~jax.sharding.Sharding`
+        to which the created array will be committed.
+
+    Returns:
+      Array of the specified shape and dtype, on the specified device if specified.
+
+    See also:
+      - :func:`jax.numpy.full`
+      - :func:`jax.numpy.empty_like`
+      - :func:`jax.numpy.zeros_like`
+      - :func:`jax.numpy.ones_like`
+
+    Examples:
+      >>> x = jnp.arange(4.0)
+      >>> jnp.full_like(x, 2)
+      Array([2., 2., 2., 2.], dtype=float32)
+      >>> jnp.full_like(x, 0, shape=(2, 3))
+      Array([[0., 0., 0.],
+             [0., 0., 0.]], dtype=float32)
+
+      `fill_value` may also be an array that is broadcast to the specified shape:
+
+      >>> x = jnp.arange(6).reshape(2, 3)
+      >>> jnp.full_like(x, fill_value=jnp.array([[1], [2]]))
+      Array([[1, 1, 1],
+             [2, 2, 2]], dtype=int32)
+    """
 @overload
 def gcd(x1: NamedArray, x2: NamedArray | ArrayLike) -> NamedArray: ...
 @overload
 def gcd(x1: NamedArray | ArrayLike, x2: NamedArray) -> NamedArray: ...
 @overload
-def gcd(x1: ArrayLike, x2: ArrayLike) -> Array: ...
+def gcd(x1: ArrayLike, x2: ArrayLike) -> Array:
+    """``nx.gcd`` works elementwise and broadcasts by name: the result carries every name of its operands (one size per name), and positional axes broadcast by NumPy's rules.
+
+    The documentation of ``jax.numpy.gcd`` follows.
+
+    Compute the greatest common divisor of two arrays.
+
+    JAX implementation of :func:`numpy.gcd`.
+
+    Args:
+      x1: First input array. The elements must have integer dtype.
+      x2: Second input array. The elements must have integer dtype.
+
+    Returns:
+      An array containing the greatest common divisors of the corresponding
+      elements from the absolute values of `x1` and `x2`.
+
+    See also:
+      - :func:`jax.numpy.lcm`: compute the least common multiple of two arrays.
+
+    Examples:
+      Scalar inputs:
+
+      >>> jnp.gcd(12, 18)
+      Array(6, dtype=int32, weak_type=True)
+
+      Array inputs:
+
+      >>> x1 = jnp.array([12, 18, 24])
+      >>> x2 = jnp.array([5, 10, 15])
+      >>> jnp.gcd(x1, x2)
+      Array([1, 2, 3], dtype=int32)
+
+      Broadcasting:
+
+      >>> x1 = jnp.array([12])
+      >>> x2 = jnp.array([6, 9, 12])
+      >>> jnp.gcd(x1, x2)
+      Array([ 6,  3, 12], dtype=int32)
+    """
 @overload
 def geomspace(start: NamedArray | ArrayLike, stop: NamedArray | ArrayLike, num: int = 50, endpoint: builtins.bool = True, dtype: DTypeLike | None = None, axis: int | None = None, *, name: str) -> NamedArray: ...
 @overload
@@ -746,34 +5717,307 @@ def geomspace(start: NamedArray, stop: NamedArray | ArrayLike, num: int = 50, en
 @overload
 def geomspace(start: ArrayLike, stop: NamedArray, num: int = 50, endpoint: builtins.bool = True, dtype: DTypeLike | None = None, axis: int | None = None, *, name: str | None = None) -> NamedArray: ...
 @overload
-def geomspace(start: ArrayLike, stop: ArrayLike, num: int = 50, endpoint: builtins.bool = True, dtype: DTypeLike | None = None, axis: int | None = None, *, name: None = None) -> jax.Array: ...
-def grad(fun: Callable, argnums: int | tuple[int, ...] = 0, has_aux: builtins.bool = False, **kwargs: Any) -> Callable: ...
+def geomspace(start: ArrayLike, stop: ArrayLike, num: int = 50, endpoint: builtins.bool = True, dtype: DTypeLike | None = None, axis: int | None = None, *, name: None = None) -> jax.Array:
+    """``jnp.geomspace``; with ``name`` the samples' axis is that named axis.
+
+    >>> import namedarray as nx
+    >>> nx.geomspace(1.0, 8.0, 4, name="t").named_shape
+    {'t': 4}
+    """
+def get_printoptions():
+    """Alias of :func:`numpy.get_printoptions`.
+
+    JAX arrays are printed via NumPy, so NumPy's `printoptions`
+    configurations will apply to printed JAX arrays.
+
+    See the :func:`numpy.set_printoptions` documentation for details
+    on the available options and their meanings.
+    """
+def grad(fun: Callable, argnums: int | tuple[int, ...] = 0, has_aux: builtins.bool = False, **kwargs: Any) -> Callable:
+    """``jax.grad`` that also accepts a 0-d NamedArray without names as ``fun``'s scalar output.
+
+    >>> import namedarray as nx
+    >>> nx.grad(lambda x: (x * 3.0).sum("i"))(nx.ones({"i": 2})).unwrap(["i"]).tolist()
+    [3.0, 3.0]
+    """
 @overload
 def gradient(f: NamedArray, *varargs: NamedArray | ArrayLike, axis: int | str | Sequence[int | str] | None = None, edge_order: int | None = None) -> NamedArray | list[NamedArray]: ...
 @overload
 def gradient(f: ArrayLike, *varargs: ArrayLike, axis: int | str | Sequence[int | str] | None = None, edge_order: int | None = None) -> Array | list[Array]: ...
 @overload
-def gradient(f: NamedArray | ArrayLike, *varargs: NamedArray | ArrayLike, axis: int | str | Sequence[int | str] | None = None, edge_order: int | None = None) -> NamedArray | list[NamedArray]: ...
+def gradient(f: NamedArray | ArrayLike, *varargs: NamedArray | ArrayLike, axis: int | str | Sequence[int | str] | None = None, edge_order: int | None = None) -> NamedArray | list[NamedArray]:
+    """``nx.gradient`` acts along the axis given in ``axis``, by position or by name, and keeps it; every other name
+    is a batch axis. Options may be arrays, traced under ``jit`` (``roll``'s shift, ``repeat``'s
+    counts), as in ``jax.numpy``; one with named axes is an error that shows the ``nx.along``
+    spelling.
+
+    The documentation of ``jax.numpy.gradient`` follows.
+
+    Compute the numerical gradient of a sampled function.
+
+    JAX implementation of :func:`numpy.gradient`.
+
+    The gradient in ``jnp.gradient`` is computed using second-order finite
+    differences across the array of sampled function values. This should not
+    be confused with :func:`jax.grad`, which computes a precise gradient of
+    a callable function via :ref:`automatic differentiation <automatic-differentiation>`.
+
+    Args:
+      f: *N*-dimensional array of function values.
+      varargs: optional list of scalars or arrays specifying spacing of
+        function evaluations. Options are:
+
+        - not specified: unit spacing in all dimensions.
+        - a single scalar: constant spacing in all dimensions.
+        - *N* values: specify different spacing in each dimension:
+
+          - scalar values indicate constant spacing in that dimension.
+          - array values must match the length of the corresponding dimension,
+            and specify the coordinates at which ``f`` is evaluated.
+
+      edge_order: not implemented in JAX
+      axis: integer or tuple of integers specifying the axis along which
+        to compute the gradient. If None (default) calculates the gradient
+        along all axes.
+
+    Returns:
+      an array or tuple of arrays containing the numerical gradient along
+      each specified axis.
+
+    See also:
+      - :func:`jax.grad`: automatic differentiation of a function with a single output.
+
+    Examples:
+      Comparing numerical and automatic differentiation of a simple function:
+
+      >>> def f(x):
+      ...   return jnp.sin(x) * jnp.exp(-x / 4)
+      ...
+      >>> def gradf_exact(x):
+      ...   # exact analytical gradient of f(x)
+      ...   return -f(x) / 4 + jnp.cos(x) * jnp.exp(-x / 4)
+      ...
+      >>> x = jnp.linspace(0, 5, 10)
+
+      >>> with jnp.printoptions(precision=2, suppress=True):
+      ...   print("numerical gradient:", jnp.gradient(f(x), x))
+      ...   print("automatic gradient:", jax.vmap(jax.grad(f))(x))
+      ...   print("exact gradient:    ", gradf_exact(x))
+      ...
+      numerical gradient: [ 0.83  0.61  0.18 -0.2  -0.43 -0.49 -0.39 -0.21 -0.02  0.08]
+      automatic gradient: [ 1.    0.62  0.17 -0.23 -0.46 -0.51 -0.41 -0.21 -0.01  0.15]
+      exact gradient:     [ 1.    0.62  0.17 -0.23 -0.46 -0.51 -0.41 -0.21 -0.01  0.15]
+
+      Notice that, as expected, the numerical gradient has some approximation error
+      compared to the automatic gradient computed via :func:`jax.grad`.
+    """
 @overload
 def greater(x: NamedArray, y: NamedArray | ArrayLike, /) -> NamedArray: ...
 @overload
 def greater(x: NamedArray | ArrayLike, y: NamedArray, /) -> NamedArray: ...
 @overload
-def greater(x: ArrayLike, y: ArrayLike, /) -> Array: ...
+def greater(x: ArrayLike, y: ArrayLike, /) -> Array:
+    """``nx.greater`` works elementwise and broadcasts by name: the result carries every name of its operands (one size per name), and positional axes broadcast by NumPy's rules.
+
+    The documentation of ``jax.numpy.greater`` follows.
+
+    Return element-wise truth value of ``x > y``.
+
+    JAX implementation of :obj:`numpy.greater`.
+
+    Args:
+      x: input array or scalar.
+      y: input array or scalar. ``x`` and ``y`` must either have same shape or be
+        broadcast compatible.
+
+    Returns:
+      An array containing boolean values. ``True`` if the elements of ``x > y``,
+      and ``False`` otherwise.
+
+    See also:
+      - :func:`jax.numpy.less`: Returns element-wise truth value of ``x < y``.
+      - :func:`jax.numpy.greater_equal`: Returns element-wise truth value of
+        ``x >= y``.
+      - :func:`jax.numpy.less_equal`: Returns element-wise truth value of ``x <= y``.
+
+    Examples:
+      Scalar inputs:
+
+      >>> jnp.greater(5, 2)
+      Array(True, dtype=bool, weak_type=True)
+
+      Inputs with same shape:
+
+      >>> x = jnp.array([5, 9, -2])
+      >>> y = jnp.array([4, -1, 6])
+      >>> jnp.greater(x, y)
+      Array([ True,  True, False], dtype=bool)
+
+      Inputs with broadcast compatibility:
+
+      >>> x1 = jnp.array([[5, -6, 7],
+      ...                 [-2, 5, 9]])
+      >>> y1 = jnp.array([-4, 3, 10])
+      >>> jnp.greater(x1, y1)
+      Array([[ True, False, False],
+             [ True,  True, False]], dtype=bool)
+    """
 @overload
 def greater_equal(x: NamedArray, y: NamedArray | ArrayLike, /) -> NamedArray: ...
 @overload
 def greater_equal(x: NamedArray | ArrayLike, y: NamedArray, /) -> NamedArray: ...
 @overload
-def greater_equal(x: ArrayLike, y: ArrayLike, /) -> Array: ...
-def hamming(M: int) -> Array: ...
-def hanning(M: int) -> Array: ...
+def greater_equal(x: ArrayLike, y: ArrayLike, /) -> Array:
+    """``nx.greater_equal`` works elementwise and broadcasts by name: the result carries every name of its operands (one size per name), and positional axes broadcast by NumPy's rules.
+
+    The documentation of ``jax.numpy.greater_equal`` follows.
+
+    Return element-wise truth value of ``x >= y``.
+
+    JAX implementation of :obj:`numpy.greater_equal`.
+
+    Args:
+      x: input array or scalar.
+      y: input array or scalar. ``x`` and ``y`` must either have same shape or be
+        broadcast compatible.
+
+    Returns:
+      An array containing boolean values. ``True`` if the elements of ``x >= y``,
+      and ``False`` otherwise.
+
+    See also:
+      - :func:`jax.numpy.less_equal`: Returns element-wise truth value of ``x <= y``.
+      - :func:`jax.numpy.greater`: Returns element-wise truth value of ``x > y``.
+      - :func:`jax.numpy.less`: Returns element-wise truth value of ``x < y``.
+
+    Examples:
+      Scalar inputs:
+
+      >>> jnp.greater_equal(4, 7)
+      Array(False, dtype=bool, weak_type=True)
+
+      Inputs with same shape:
+
+      >>> x = jnp.array([2, 5, -1])
+      >>> y = jnp.array([-6, 4, 3])
+      >>> jnp.greater_equal(x, y)
+      Array([ True,  True, False], dtype=bool)
+
+      Inputs with broadcast compatibility:
+
+      >>> x1 = jnp.array([[3, -1, 4],
+      ...                 [5, 9, -6]])
+      >>> y1 = jnp.array([-1, 4, 2])
+      >>> jnp.greater_equal(x1, y1)
+      Array([[ True, False,  True],
+             [ True,  True, False]], dtype=bool)
+    """
+def hamming(M: int) -> Array:
+    """``nx.hamming`` is lifted: it runs as if vmapped over every named axis of its NamedArray arguments, and
+    the result carries their names. Integer axis arguments count positional axes only, and a value
+    whose names leave it too few positional axes is an error.
+
+    The documentation of ``jax.numpy.hamming`` follows.
+
+    Return a Hamming window of size M.
+
+    JAX implementation of :func:`numpy.hamming`.
+
+    Args:
+      M: The window size.
+
+    Returns:
+      An array of size M containing the Hamming window.
+
+    Examples:
+      >>> with jnp.printoptions(precision=2, suppress=True):
+      ...   print(jnp.hamming(4))
+      [0.08 0.77 0.77 0.08]
+
+    See also:
+      - :func:`jax.numpy.bartlett`: return a Bartlett window of size M.
+      - :func:`jax.numpy.blackman`: return a Blackman window of size M.
+      - :func:`jax.numpy.hanning`: return a Hanning window of size M.
+      - :func:`jax.numpy.kaiser`: return a Kaiser window of size M.
+    """
+def hanning(M: int) -> Array:
+    """``nx.hanning`` is lifted: it runs as if vmapped over every named axis of its NamedArray arguments, and
+    the result carries their names. Integer axis arguments count positional axes only, and a value
+    whose names leave it too few positional axes is an error.
+
+    The documentation of ``jax.numpy.hanning`` follows.
+
+    Return a Hanning window of size M.
+
+    JAX implementation of :func:`numpy.hanning`.
+
+    Args:
+      M: The window size.
+
+    Returns:
+      An array of size M containing the Hanning window.
+
+    Examples:
+      >>> with jnp.printoptions(precision=2, suppress=True):
+      ...   print(jnp.hanning(4))
+      [0.   0.75 0.75 0.  ]
+
+    See also:
+      - :func:`jax.numpy.bartlett`: return a Bartlett window of size M.
+      - :func:`jax.numpy.blackman`: return a Blackman window of size M.
+      - :func:`jax.numpy.hamming`: return a Hamming window of size M.
+      - :func:`jax.numpy.kaiser`: return a Kaiser window of size M.
+    """
 @overload
 def heaviside(x1: NamedArray, x2: NamedArray | ArrayLike, /) -> NamedArray: ...
 @overload
 def heaviside(x1: NamedArray | ArrayLike, x2: NamedArray, /) -> NamedArray: ...
 @overload
-def heaviside(x1: ArrayLike, x2: ArrayLike, /) -> Array: ...
+def heaviside(x1: ArrayLike, x2: ArrayLike, /) -> Array:
+    """``nx.heaviside`` works elementwise and broadcasts by name: the result carries every name of its operands (one size per name), and positional axes broadcast by NumPy's rules.
+
+    The documentation of ``jax.numpy.heaviside`` follows.
+
+    Compute the heaviside step function.
+
+    JAX implementation of :obj:`numpy.heaviside`.
+
+    The heaviside step function is defined by:
+
+    .. math::
+
+      \\mathrm{heaviside}(x1, x2) = \\begin{cases}
+        0,  & x1 < 0\\\\
+        x2, & x1 = 0\\\\
+        1,  & x1 > 0.
+      \\end{cases}
+
+    Args:
+      x1: input array or scalar. ``complex`` dtype are not supported.
+      x2: scalar or array. Specifies the return values when ``x1`` is ``0``. ``complex``
+        dtype are not supported. ``x1`` and ``x2`` must either have same shape or
+        broadcast compatible.
+
+    Returns:
+      An array containing the heaviside step function of ``x1``, promoting to
+      inexact dtype.
+
+    Examples:
+      >>> x1 = jnp.array([[-2, 0, 3],
+      ...                 [5, -1, 0],
+      ...                 [0, 7, -3]])
+      >>> x2 = jnp.array([2, 0.5, 1])
+      >>> jnp.heaviside(x1, x2)
+      Array([[0. , 0.5, 1. ],
+             [1. , 0. , 1. ],
+             [2. , 1. , 0. ]], dtype=float32)
+      >>> jnp.heaviside(x1, 0.5)
+      Array([[0. , 0.5, 1. ],
+             [1. , 0. , 0.5],
+             [0.5, 1. , 0. ]], dtype=float32)
+      >>> jnp.heaviside(-3, x2)
+      Array([0., 0., 0.], dtype=float32)
+    """
 @overload
 def histogram(a: NamedArray, bins: NamedArray | ArrayLike = 10, range: Sequence[NamedArray | ArrayLike] | None = None, weights: NamedArray | ArrayLike | None = None, density: builtins.bool | None = None) -> tuple[NamedArray, NamedArray]: ...
 @overload
@@ -783,7 +6027,70 @@ def histogram(a: NamedArray | ArrayLike, bins: NamedArray | ArrayLike = 10, rang
 @overload
 def histogram(a: ArrayLike, bins: ArrayLike = ..., range: Sequence[ArrayLike] | None = ..., weights: ArrayLike | None = ..., density: builtins.bool | None = None) -> tuple[Array, Array]: ...
 @overload
-def histogram(a: NamedArray | ArrayLike, bins: NamedArray | ArrayLike = 10, range: Sequence[NamedArray | ArrayLike] | None = None, weights: NamedArray | ArrayLike | None = None, density: builtins.bool | None = None) -> tuple[NamedArray, NamedArray]: ...
+def histogram(a: NamedArray | ArrayLike, bins: NamedArray | ArrayLike = 10, range: Sequence[NamedArray | ArrayLike] | None = None, weights: NamedArray | ArrayLike | None = None, density: builtins.bool | None = None) -> tuple[NamedArray, NamedArray]:
+    """``nx.histogram`` is lifted: it runs as if vmapped over every named axis of its NamedArray arguments, and
+    the result carries their names. Integer axis arguments count positional axes only, and a value
+    whose names leave it too few positional axes is an error.
+
+    The documentation of ``jax.numpy.histogram`` follows.
+
+    Compute a 1-dimensional histogram.
+
+    JAX implementation of :func:`numpy.histogram`.
+
+    Args:
+      a: array of values to be binned. May be any size or dimension.
+      bins: Specify the number of bins in the histogram (default: 10). ``bins``
+        may also be an array specifying the locations of the bin edges.
+      range: tuple of scalars. Specifies the range of the data. If not specified,
+        the range is inferred from the data.
+      weights: An optional array specifying the weights of the data points.
+        Should be broadcast-compatible with ``a``. If not specified, each
+        data point is weighted equally.
+      density: If True, return the normalized histogram in units of counts
+        per unit length. If False (default) return the (weighted) counts per bin.
+
+    Returns:
+      A tuple of arrays ``(histogram, bin_edges)``, where ``histogram`` contains
+      the aggregated data, and ``bin_edges`` specifies the boundaries of the bins.
+
+    See Also:
+      - :func:`jax.numpy.bincount`: Count the number of occurrences of each value in an array.
+      - :func:`jax.numpy.histogram2d`: Compute the histogram of a 2D array.
+      - :func:`jax.numpy.histogramdd`: Compute the histogram of an N-dimensional array.
+      - :func:`jax.numpy.histogram_bin_edges`: Compute the bin edges for a histogram.
+
+    Examples:
+      >>> a = jnp.array([1, 2, 3, 10, 11, 15, 19, 25])
+      >>> counts, bin_edges = jnp.histogram(a, bins=8)
+      >>> print(counts)
+      [3. 0. 0. 2. 1. 0. 1. 1.]
+      >>> print(bin_edges)
+      [ 1.  4.  7. 10. 13. 16. 19. 22. 25.]
+
+      Specifying the bin range:
+
+      >>> counts, bin_edges = jnp.histogram(a, range=(0, 25), bins=5)
+      >>> print(counts)
+      [3. 0. 2. 2. 1.]
+      >>> print(bin_edges)
+      [ 0.  5. 10. 15. 20. 25.]
+
+      Specifying the bin edges explicitly:
+
+      >>> bin_edges = jnp.array([0, 10, 20, 30])
+      >>> counts, _ = jnp.histogram(a, bins=bin_edges)
+      >>> print(counts)
+      [3. 4. 1.]
+
+      Using ``density=True`` returns a normalized histogram:
+
+      >>> density, bin_edges = jnp.histogram(a, density=True)
+      >>> dx = jnp.diff(bin_edges)
+      >>> normed_sum = jnp.sum(density * dx)
+      >>> jnp.allclose(normed_sum, 1.0)
+      Array(True, dtype=bool)
+    """
 @overload
 def histogram2d(x: NamedArray, y: NamedArray | ArrayLike, bins: NamedArray | ArrayLike | list[NamedArray | ArrayLike] = 10, range: Sequence[None | NamedArray | Array | Sequence[NamedArray | ArrayLike]] | None = None, weights: NamedArray | ArrayLike | None = None, density: builtins.bool | None = None) -> tuple[NamedArray, NamedArray, NamedArray]: ...
 @overload
@@ -795,7 +6102,83 @@ def histogram2d(x: NamedArray | ArrayLike, y: NamedArray | ArrayLike, bins: Name
 @overload
 def histogram2d(x: ArrayLike, y: ArrayLike, bins: ArrayLike | list[ArrayLike] = ..., range: Sequence[None | Array | Sequence[ArrayLike]] | None = ..., weights: ArrayLike | None = ..., density: builtins.bool | None = None) -> tuple[Array, Array, Array]: ...
 @overload
-def histogram2d(x: NamedArray | ArrayLike, y: NamedArray | ArrayLike, bins: NamedArray | ArrayLike | list[NamedArray | ArrayLike] = 10, range: Sequence[None | NamedArray | Array | Sequence[NamedArray | ArrayLike]] | None = None, weights: NamedArray | ArrayLike | None = None, density: builtins.bool | None = None) -> tuple[NamedArray, NamedArray, NamedArray]: ...
+def histogram2d(x: NamedArray | ArrayLike, y: NamedArray | ArrayLike, bins: NamedArray | ArrayLike | list[NamedArray | ArrayLike] = 10, range: Sequence[None | NamedArray | Array | Sequence[NamedArray | ArrayLike]] | None = None, weights: NamedArray | ArrayLike | None = None, density: builtins.bool | None = None) -> tuple[NamedArray, NamedArray, NamedArray]:
+    """``nx.histogram2d`` is lifted: it runs as if vmapped over every named axis of its NamedArray arguments, and
+    the result carries their names. Integer axis arguments count positional axes only, and a value
+    whose names leave it too few positional axes is an error.
+
+    The documentation of ``jax.numpy.histogram2d`` follows.
+
+    Compute a 2-dimensional histogram.
+
+    JAX implementation of :func:`numpy.histogram2d`.
+
+    Args:
+      x: one-dimensional array of x-values for points to be binned.
+      y: one-dimensional array of y-values for points to be binned.
+      bins: Specify the number of bins in the histogram (default: 10). ``bins``
+        may also be an array specifying the locations of the bin edges, or a pair
+        of integers or pair of arrays specifying the number of bins in each
+        dimension.
+      range: Pair of arrays or lists of the form ``[[xmin, xmax], [ymin, ymax]]``
+        specifying the range of the data in each dimension. If not specified, the
+        range is inferred from the data.
+      weights: An optional array specifying the weights of the data points.
+        Should be the same shape as ``x`` and ``y``. If not specified, each
+        data point is weighted equally.
+      density: If True, return the normalized histogram in units of counts
+        per unit area. If False (default) return the (weighted) counts per bin.
+
+    Returns:
+      A tuple of arrays ``(histogram, x_edges, y_edges)``, where ``histogram``
+      contains the aggregated data, and ``x_edges`` and ``y_edges`` specify the
+      boundaries of the bins.
+
+    See Also:
+      - :func:`jax.numpy.histogram`: Compute the histogram of a 1D array.
+      - :func:`jax.numpy.histogramdd`: Compute the histogram of an N-dimensional array.
+      - :func:`jax.numpy.histogram_bin_edges`: Compute the bin edges for a histogram.
+
+    Examples:
+      >>> x = jnp.array([1, 2, 3, 10, 11, 15, 19, 25])
+      >>> y = jnp.array([2, 5, 6, 8, 13, 16, 17, 18])
+      >>> counts, x_edges, y_edges = jnp.histogram2d(x, y, bins=8)
+      >>> counts.shape
+      (8, 8)
+      >>> x_edges
+      Array([ 1.,  4.,  7., 10., 13., 16., 19., 22., 25.], dtype=float32)
+      >>> y_edges
+      Array([ 2.,  4.,  6.,  8., 10., 12., 14., 16., 18.], dtype=float32)
+
+      Specifying the bin range:
+
+      >>> counts, x_edges, y_edges = jnp.histogram2d(x, y, range=[(0, 25), (0, 25)], bins=5)
+      >>> counts.shape
+      (5, 5)
+      >>> x_edges
+      Array([ 0.,  5., 10., 15., 20., 25.], dtype=float32)
+      >>> y_edges
+      Array([ 0.,  5., 10., 15., 20., 25.], dtype=float32)
+
+      Specifying the bin edges explicitly:
+
+      >>> x_edges = jnp.array([0, 10, 20, 30])
+      >>> y_edges = jnp.array([0, 10, 20, 30])
+      >>> counts, _, _ = jnp.histogram2d(x, y, bins=[x_edges, y_edges])
+      >>> counts
+      Array([[3, 0, 0],
+             [1, 3, 0],
+             [0, 1, 0]], dtype=int32)
+
+      Using ``density=True`` returns a normalized histogram:
+
+      >>> density, x_edges, y_edges = jnp.histogram2d(x, y, density=True)
+      >>> dx = jnp.diff(x_edges)
+      >>> dy = jnp.diff(y_edges)
+      >>> normed_sum = jnp.sum(density * dx[:, None] * dy[None, :])
+      >>> jnp.allclose(normed_sum, 1.0)
+      Array(True, dtype=bool)
+    """
 @overload
 def histogram_bin_edges(a: NamedArray, bins: NamedArray | ArrayLike = 10, range: None | NamedArray | Array | Sequence[NamedArray | ArrayLike] = None, weights: NamedArray | ArrayLike | None = None) -> NamedArray: ...
 @overload
@@ -805,7 +6188,39 @@ def histogram_bin_edges(a: NamedArray | ArrayLike, bins: NamedArray | ArrayLike 
 @overload
 def histogram_bin_edges(a: NamedArray | ArrayLike, bins: NamedArray | ArrayLike = 10, range: None | NamedArray | Array | Sequence[NamedArray | ArrayLike] = None, *, weights: NamedArray) -> NamedArray: ...
 @overload
-def histogram_bin_edges(a: ArrayLike, bins: ArrayLike = ..., range: None | Array | Sequence[ArrayLike] = ..., weights: ArrayLike | None = ...) -> Array: ...
+def histogram_bin_edges(a: ArrayLike, bins: ArrayLike = ..., range: None | Array | Sequence[ArrayLike] = ..., weights: ArrayLike | None = ...) -> Array:
+    """``nx.histogram_bin_edges`` is lifted: it runs as if vmapped over every named axis of its NamedArray arguments, and
+    the result carries their names. Integer axis arguments count positional axes only, and a value
+    whose names leave it too few positional axes is an error.
+
+    The documentation of ``jax.numpy.histogram_bin_edges`` follows.
+
+    Compute the bin edges for a histogram.
+
+    JAX implementation of :func:`numpy.histogram_bin_edges`.
+
+    Args:
+      a: array of values to be binned
+      bins: Specify the number of bins in the histogram (default: 10).
+      range: tuple of scalars. Specifies the range of the data. If not specified,
+        the range is inferred from the data.
+      weights: unused by JAX.
+
+    Returns:
+      An array of bin edges for the histogram.
+
+    See also:
+      - :func:`jax.numpy.histogram`: compute a 1D histogram.
+      - :func:`jax.numpy.histogram2d`: compute a 2D histogram.
+      - :func:`jax.numpy.histogramdd`: compute an N-dimensional histogram.
+
+    Examples:
+      >>> a = jnp.array([2, 5, 3, 6, 4, 1])
+      >>> jnp.histogram_bin_edges(a, bins=5)
+      Array([1., 2., 3., 4., 5., 6.], dtype=float32)
+      >>> jnp.histogram_bin_edges(a, bins=5, range=(-10, 10))  # doctest: +SKIP
+      Array([-10.,  -6.,  -2.,   2.,   6.,  10.], dtype=float32)
+    """
 @overload
 def histogramdd(sample: NamedArray, bins: NamedArray | ArrayLike | list[NamedArray | ArrayLike] = 10, range: Sequence[None | NamedArray | Array | Sequence[NamedArray | ArrayLike]] | None = None, weights: NamedArray | ArrayLike | None = None, density: builtins.bool | None = None) -> tuple[NamedArray, list[NamedArray]]: ...
 @overload
@@ -815,41 +6230,328 @@ def histogramdd(sample: NamedArray | ArrayLike, bins: NamedArray | ArrayLike | l
 @overload
 def histogramdd(sample: ArrayLike, bins: ArrayLike | list[ArrayLike] = ..., range: Sequence[None | Array | Sequence[ArrayLike]] | None = ..., weights: ArrayLike | None = ..., density: builtins.bool | None = None) -> tuple[Array, list[Array]]: ...
 @overload
-def histogramdd(sample: NamedArray | ArrayLike, bins: NamedArray | ArrayLike | list[NamedArray | ArrayLike] = 10, range: Sequence[None | NamedArray | Array | Sequence[NamedArray | ArrayLike]] | None = None, weights: NamedArray | ArrayLike | None = None, density: builtins.bool | None = None) -> tuple[NamedArray, list[NamedArray]]: ...
+def histogramdd(sample: NamedArray | ArrayLike, bins: NamedArray | ArrayLike | list[NamedArray | ArrayLike] = 10, range: Sequence[None | NamedArray | Array | Sequence[NamedArray | ArrayLike]] | None = None, weights: NamedArray | ArrayLike | None = None, density: builtins.bool | None = None) -> tuple[NamedArray, list[NamedArray]]:
+    """``nx.histogramdd`` is lifted: it runs as if vmapped over every named axis of its NamedArray arguments, and
+    the result carries their names. Integer axis arguments count positional axes only, and a value
+    whose names leave it too few positional axes is an error.
+
+    The documentation of ``jax.numpy.histogramdd`` follows.
+
+    Compute an N-dimensional histogram.
+
+    JAX implementation of :func:`numpy.histogramdd`.
+
+    Args:
+      sample: input array of shape ``(N, D)`` representing ``N`` points in
+        ``D`` dimensions.
+      bins: Specify the number of bins in each dimension of the histogram.
+        (default: 10). May also be a length-D sequence of integers or arrays
+        of bin edges.
+      range: Length-D sequence of pairs specifying the range for each dimension.
+        If not specified, the range is inferred from the data.
+      weights: An optional shape ``(N,)`` array specifying the weights of the
+        data points.
+        Should be the same shape as ``sample``. If not specified, each
+        data point is weighted equally.
+      density: If True, return the normalized histogram in units of counts
+        per unit volume. If False (default) return the (weighted) counts per bin.
+
+    Returns:
+      A tuple of arrays ``(histogram, bin_edges)``, where ``histogram`` contains
+      the aggregated data, and ``bin_edges`` specifies the boundaries of the bins.
+
+    See Also:
+      - :func:`jax.numpy.histogram`: Compute the histogram of a 1D array.
+      - :func:`jax.numpy.histogram2d`: Compute the histogram of a 2D array.
+      - :func:`jax.numpy.histogram_bin_edges`: Compute the bin edges for a histogram.
+
+    Examples:
+      A histogram over 100 points in three dimensions
+
+      >>> key = jax.random.key(42)
+      >>> a = jax.random.normal(key, (100, 3))
+      >>> counts, bin_edges = jnp.histogramdd(a, bins=6,
+      ...                                     range=[(-3, 3), (-3, 3), (-3, 3)])
+      >>> counts.shape
+      (6, 6, 6)
+      >>> bin_edges  # doctest: +SKIP
+      [Array([-3., -2., -1.,  0.,  1.,  2.,  3.], dtype=float32),
+       Array([-3., -2., -1.,  0.,  1.,  2.,  3.], dtype=float32),
+       Array([-3., -2., -1.,  0.,  1.,  2.,  3.], dtype=float32)]
+
+      Using ``density=True`` returns a normalized histogram:
+
+      >>> density, bin_edges = jnp.histogramdd(a, density=True)
+      >>> bin_widths = map(jnp.diff, bin_edges)
+      >>> dx, dy, dz = jnp.meshgrid(*bin_widths, indexing='ij')
+      >>> normed = jnp.sum(density * dx * dy * dz)
+      >>> jnp.allclose(normed, 1.0)
+      Array(True, dtype=bool)
+    """
 @overload
 def hsplit(ary: NamedArray, indices_or_sections: int | Sequence[int] | NamedArray | ArrayLike) -> list[NamedArray]: ...
 @overload
 def hsplit(ary: NamedArray | ArrayLike, indices_or_sections: NamedArray) -> list[NamedArray]: ...
 @overload
-def hsplit(ary: ArrayLike, indices_or_sections: int | Sequence[int] | ArrayLike) -> list[Array]: ...
+def hsplit(ary: ArrayLike, indices_or_sections: int | Sequence[int] | ArrayLike) -> list[Array]:
+    """``nx.hsplit`` is lifted: it runs as if vmapped over every named axis of its NamedArray arguments, and
+    the result carries their names. Integer axis arguments count positional axes only, and a value
+    whose names leave it too few positional axes is an error.
+
+    The documentation of ``jax.numpy.hsplit`` follows.
+
+    Split an array into sub-arrays horizontally.
+
+    JAX implementation of :func:`numpy.hsplit`.
+
+    Refer to the documentation of :func:`jax.numpy.split` for details. ``hsplit`` is
+    equivalent to ``split`` with ``axis=1``, or ``axis=0`` for one-dimensional arrays.
+
+    Examples:
+      1D array:
+
+      >>> x = jnp.array([1, 2, 3, 4, 5, 6])
+      >>> x1, x2 = jnp.hsplit(x, 2)
+      >>> print(x1, x2)
+      [1 2 3] [4 5 6]
+
+      2D array:
+
+      >>> x = jnp.array([[1, 2, 3, 4],
+      ...                [5, 6, 7, 8]])
+      >>> x1, x2 = jnp.hsplit(x, 2)
+      >>> print(x1)
+      [[1 2]
+       [5 6]]
+      >>> print(x2)
+      [[3 4]
+       [7 8]]
+
+    See also:
+      - :func:`jax.numpy.split`: split an array along any axis.
+      - :func:`jax.numpy.vsplit`: split vertically, i.e. along axis=0
+      - :func:`jax.numpy.dsplit`: split depth-wise, i.e. along axis=2
+      - :func:`jax.numpy.array_split`: like ``split``, but allows ``indices_or_sections``
+        to be an integer that does not evenly divide the size of the array.
+    """
 @overload
 def hstack(tup: NamedArray, dtype: DTypeLike | None = None) -> NamedArray: ...
 @overload
-def hstack(tup: numpy.ndarray | Array | Sequence[ArrayLike], dtype: DTypeLike | None = None) -> Array: ...
+def hstack(tup: numpy.ndarray | Array | Sequence[ArrayLike], dtype: DTypeLike | None = None) -> Array:
+    """``nx.hstack`` is lifted: it runs as if vmapped over every named axis of its NamedArray arguments, and
+    the result carries their names. Integer axis arguments count positional axes only, and a value
+    whose names leave it too few positional axes is an error.
+
+    The documentation of ``jax.numpy.hstack`` follows.
+
+    Horizontally stack arrays.
+
+    JAX implementation of :func:`numpy.hstack`.
+
+    For arrays of one or more dimensions, this is equivalent to
+    :func:`jax.numpy.concatenate` with ``axis=1``.
+
+    Args:
+      tup: a sequence of arrays to stack; each must have the same shape along all
+        but the second axis. Input arrays will be promoted to at least rank 1.
+        If a single array is given it will be treated equivalently to
+        `tup = unstack(tup)`, but the implementation will avoid explicit unstacking.
+      dtype: optional dtype of the resulting array. If not specified, the dtype
+        will be determined via type promotion rules described in :ref:`type-promotion`.
+
+    Returns:
+      the stacked result.
+
+    See also:
+      - :func:`jax.numpy.stack`: stack along arbitrary axes
+      - :func:`jax.numpy.concatenate`: concatenation along existing axes.
+      - :func:`jax.numpy.vstack`: stack vertically, i.e. along axis 0.
+      - :func:`jax.numpy.dstack`: stack depth-wise, i.e. along axis 2.
+
+    Examples:
+      Scalar values:
+
+      >>> jnp.hstack([1, 2, 3])
+      Array([1, 2, 3], dtype=int32, weak_type=True)
+
+      1D arrays:
+
+      >>> x = jnp.arange(3)
+      >>> y = jnp.ones(3)
+      >>> jnp.hstack([x, y])
+      Array([0., 1., 2., 1., 1., 1.], dtype=float32)
+
+      2D arrays:
+
+      >>> x = x.reshape(3, 1)
+      >>> y = y.reshape(3, 1)
+      >>> jnp.hstack([x, y])
+      Array([[0., 1.],
+             [1., 1.],
+             [2., 1.]], dtype=float32)
+    """
 @overload
 def hypot(x1: NamedArray, x2: NamedArray | ArrayLike, /) -> NamedArray: ...
 @overload
 def hypot(x1: NamedArray | ArrayLike, x2: NamedArray, /) -> NamedArray: ...
 @overload
-def hypot(x1: ArrayLike, x2: ArrayLike, /) -> Array: ...
+def hypot(x1: ArrayLike, x2: ArrayLike, /) -> Array:
+    """``nx.hypot`` works elementwise and broadcasts by name: the result carries every name of its operands (one size per name), and positional axes broadcast by NumPy's rules.
+
+    The documentation of ``jax.numpy.hypot`` follows.
+
+    Return element-wise hypotenuse for the given legs of a right angle triangle.
+
+    JAX implementation of :obj:`numpy.hypot`.
+
+    Args:
+      x1: scalar or array. Specifies one of the legs of right angle triangle.
+        ``complex`` dtype are not supported.
+      x2: scalar or array. Specifies the other leg of right angle triangle.
+        ``complex`` dtype are not supported. ``x1`` and ``x2`` must either have
+        same shape or be broadcast compatible.
+
+    Returns:
+      An array containing the hypotenuse for the given given legs ``x1`` and ``x2``
+      of a right angle triangle, promoting to inexact dtype.
+
+    Note:
+      ``jnp.hypot`` is a more numerically stable way of computing
+      ``jnp.sqrt(x1 ** 2 + x2 **2)``.
+
+    Examples:
+      >>> jnp.hypot(3, 4)
+      Array(5., dtype=float32, weak_type=True)
+      >>> x1 = jnp.array([[3, -2, 5],
+      ...                 [9, 1, -4]])
+      >>> x2 = jnp.array([-5, 6, 8])
+      >>> with jnp.printoptions(precision=3, suppress=True):
+      ...   jnp.hypot(x1, x2)
+      Array([[ 5.831,  6.325,  9.434],
+             [10.296,  6.083,  8.944]], dtype=float32)
+    """
 @overload
 def i0(x: NamedArray) -> NamedArray: ...
 @overload
-def i0(x: ArrayLike) -> Array: ...
+def i0(x: ArrayLike) -> Array:
+    """``nx.i0`` works elementwise and broadcasts by name: the result carries every name of its operands (one size per name), and positional axes broadcast by NumPy's rules.
+
+    The documentation of ``jax.numpy.i0`` follows.
+
+    Calculate modified Bessel function of first kind, zeroth order.
+
+    JAX implementation of :func:`numpy.i0`.
+
+    Modified Bessel function of first kind, zeroth order is defined by:
+
+    .. math::
+
+       \\mathrm{i0}(x) = I_0(x) = \\sum_{k=0}^{\\infty} \\frac{(x^2/4)^k}{(k!)^2}
+
+    Args:
+      x: scalar or array. Specifies the argument of Bessel function. Complex inputs
+        are not supported.
+
+    Returns:
+      An array containing the corresponding values of the modified Bessel function
+      of ``x``.
+
+    See also:
+      - :func:`jax.scipy.special.i0`: Calculates the modified Bessel function of
+        zeroth order.
+      - :func:`jax.scipy.special.i1`: Calculates the modified Bessel function of
+        first order.
+      - :func:`jax.scipy.special.i0e`: Calculates the exponentially scaled modified
+        Bessel function of zeroth order.
+
+    Examples:
+      >>> x = jnp.array([-2, -1, 0, 1, 2])
+      >>> jnp.i0(x)
+      Array([2.2795851, 1.266066 , 1.0000001, 1.266066 , 2.2795851], dtype=float32)
+    """
 @overload
 def identity(n: NamedArray, dtype: DTypeLike | None = None) -> NamedArray: ...
 @overload
-def identity(n: Any, dtype: DTypeLike | None = None) -> Array: ...
+def identity(n: Any, dtype: DTypeLike | None = None) -> Array:
+    """``nx.identity`` is lifted: it runs as if vmapped over every named axis of its NamedArray arguments, and
+    the result carries their names. Integer axis arguments count positional axes only, and a value
+    whose names leave it too few positional axes is an error.
+
+    The documentation of ``jax.numpy.identity`` follows.
+
+    Create a square identity matrix
+
+    JAX implementation of :func:`numpy.identity`.
+
+    Args:
+      n: integer specifying the size of each array dimension.
+      dtype: optional dtype; defaults to floating point.
+
+    Returns:
+      Identity array of shape ``(n, n)``.
+
+    See also:
+      :func:`jax.numpy.eye`: non-square and/or offset identity matrices.
+
+    Examples:
+      A simple 3x3 identity matrix:
+
+      >>> jnp.identity(3)
+      Array([[1., 0., 0.],
+             [0., 1., 0.],
+             [0., 0., 1.]], dtype=float32)
+
+      A 2x2 integer identity matrix:
+
+      >>> jnp.identity(2, dtype=int)
+      Array([[1, 0],
+             [0, 1]], dtype=int32)
+    """
 @overload
 def imag(val: NamedArray, /) -> NamedArray: ...
 @overload
-def imag(val: ArrayLike, /) -> Array: ...
+def imag(val: ArrayLike, /) -> Array:
+    """``nx.imag`` works elementwise and broadcasts by name: the result carries every name of its operands (one size per name), and positional axes broadcast by NumPy's rules.
+
+    The documentation of ``jax.numpy.imag`` follows.
+
+    Return element-wise imaginary of part of the complex argument.
+
+    JAX implementation of :obj:`numpy.imag`.
+
+    Args:
+      val: input array or scalar.
+
+    Returns:
+      An array containing the imaginary part of the elements of ``val``.
+
+    See also:
+      - :func:`jax.numpy.conjugate` and :func:`jax.numpy.conj`: Returns the element-wise
+        complex-conjugate of the input.
+      - :func:`jax.numpy.real`: Returns the element-wise real part of the complex
+        argument.
+
+    Examples:
+      >>> jnp.imag(4)
+      Array(0, dtype=int32, weak_type=True)
+      >>> jnp.imag(5j)
+      Array(5., dtype=float32, weak_type=True)
+      >>> x = jnp.array([2+3j, 5-1j, -3])
+      >>> jnp.imag(x)
+      Array([ 3., -1.,  0.], dtype=float32)
+    """
 @overload
 def inner(a: NamedArray, b: NamedArray | ArrayLike, *, precision: Any = None, preferred_element_type: Any = None) -> NamedArray: ...
 @overload
 def inner(a: NamedArray | ArrayLike, b: NamedArray, *, precision: Any = None, preferred_element_type: Any = None) -> NamedArray: ...
 @overload
-def inner(a: ArrayLike, b: ArrayLike, *, precision: Any = None, preferred_element_type: Any = None) -> Array: ...
+def inner(a: ArrayLike, b: ArrayLike, *, precision: Any = None, preferred_element_type: Any = None) -> Array:
+    """``jnp.inner`` (contract the last positional axes), vectorised over names.
+
+    >>> import namedarray as nx, jax.numpy as jnp
+    >>> nx.inner(nx.wrap(jnp.ones((2, 3)), ["b", None]), jnp.ones((4, 3))).shape
+    (4,)
+    """
 @overload
 def insert(arr: NamedArray, obj: NamedArray | ArrayLike | slice, values: NamedArray | ArrayLike, axis: int | None = None) -> NamedArray: ...
 @overload
@@ -857,7 +6559,60 @@ def insert(arr: NamedArray | ArrayLike, obj: NamedArray, values: NamedArray | Ar
 @overload
 def insert(arr: NamedArray | ArrayLike, obj: NamedArray | ArrayLike | slice, values: NamedArray, axis: int | None = None) -> NamedArray: ...
 @overload
-def insert(arr: ArrayLike, obj: ArrayLike | slice, values: ArrayLike, axis: int | None = None) -> Array: ...
+def insert(arr: ArrayLike, obj: ArrayLike | slice, values: ArrayLike, axis: int | None = None) -> Array:
+    """``nx.insert`` is lifted: it runs as if vmapped over every named axis of its NamedArray arguments, and
+    the result carries their names. Integer axis arguments count positional axes only, and a value
+    whose names leave it too few positional axes is an error.
+
+    The documentation of ``jax.numpy.insert`` follows.
+
+    Insert entries into an array at specified indices.
+
+    JAX implementation of :func:`numpy.insert`.
+
+    Args:
+      arr: array object into which values will be inserted.
+      obj: slice or array of indices specifying insertion locations.
+      values: array of values to be inserted.
+      axis: specify the insertion axis in the case of multi-dimensional
+        arrays. If unspecified, ``arr`` will be flattened.
+
+    Returns:
+      A copy of ``arr`` with values inserted at the specified locations.
+
+    See also:
+      - :func:`jax.numpy.delete`: delete entries from an array.
+
+    Examples:
+      Inserting a single value:
+
+      >>> x = jnp.arange(5)
+      >>> jnp.insert(x, 2, 99)
+      Array([ 0,  1, 99,  2,  3,  4], dtype=int32)
+
+      Inserting multiple identical values using a slice:
+
+      >>> jnp.insert(x, slice(None, None, 2), -1)
+      Array([-1,  0,  1, -1,  2,  3, -1,  4], dtype=int32)
+
+      Inserting multiple values using an index:
+
+      >>> indices = jnp.array([4, 2, 5])
+      >>> values = jnp.array([10, 11, 12])
+      >>> jnp.insert(x, indices, values)
+      Array([ 0,  1, 11,  2,  3, 10,  4, 12], dtype=int32)
+
+      Inserting columns into a 2D array:
+
+      >>> x = jnp.array([[1, 2, 3],
+      ...                [4, 5, 6]])
+      >>> indices = jnp.array([1, 3])
+      >>> values = jnp.array([[10, 11],
+      ...                     [12, 13]])
+      >>> jnp.insert(x, indices, values, axis=1)
+      Array([[ 1, 10,  2,  3, 11],
+             [ 4, 12,  5,  6, 13]], dtype=int32)
+    """
 int1: Any
 @overload
 def interp(x: NamedArray, xp: NamedArray | ArrayLike, fp: NamedArray | ArrayLike, left: NamedArray | ArrayLike | str | None = None, right: NamedArray | ArrayLike | str | None = None, period: NamedArray | ArrayLike | None = None) -> NamedArray: ...
@@ -872,7 +6627,61 @@ def interp(x: NamedArray | ArrayLike, xp: NamedArray | ArrayLike, fp: NamedArray
 @overload
 def interp(x: NamedArray | ArrayLike, xp: NamedArray | ArrayLike, fp: NamedArray | ArrayLike, left: NamedArray | ArrayLike | str | None = None, right: NamedArray | ArrayLike | str | None = None, *, period: NamedArray) -> NamedArray: ...
 @overload
-def interp(x: ArrayLike, xp: ArrayLike, fp: ArrayLike, left: ArrayLike | str | None = ..., right: ArrayLike | str | None = ..., period: ArrayLike | None = ...) -> Array: ...
+def interp(x: ArrayLike, xp: ArrayLike, fp: ArrayLike, left: ArrayLike | str | None = ..., right: ArrayLike | str | None = ..., period: ArrayLike | None = ...) -> Array:
+    """``nx.interp`` is lifted: it runs as if vmapped over every named axis of its NamedArray arguments, and
+    the result carries their names. Integer axis arguments count positional axes only, and a value
+    whose names leave it too few positional axes is an error.
+
+    The documentation of ``jax.numpy.interp`` follows.
+
+    One-dimensional linear interpolation.
+
+    JAX implementation of :func:`numpy.interp`.
+
+    Args:
+      x: N-dimensional array of x coordinates at which to evaluate the interpolation.
+      xp: one-dimensional sorted array of points to be interpolated.
+      fp: array of shape ``xp.shape`` containing the function values associated with ``xp``.
+      left: specify how to handle points ``x < xp[0]``. Default is to return ``fp[0]``.
+        If ``left`` is a scalar value, it will return this value. if ``left`` is the string
+        ``"extrapolate"``, then the value will be determined by linear extrapolation.
+        ``left`` is ignored if ``period`` is specified.
+      right: specify how to handle points ``x > xp[-1]``. Default is to return ``fp[-1]``.
+        If ``right`` is a scalar value, it will return this value. if ``right`` is the string
+        ``"extrapolate"``, then the value will be determined by linear extrapolation.
+        ``right`` is ignored if ``period`` is specified.
+      period: optionally specify the period for the *x* coordinates, for e.g. interpolation
+        in angular space.
+
+    Returns:
+      an array of shape ``x.shape`` containing the interpolated function at values ``x``.
+
+    Examples:
+      >>> xp = jnp.arange(10)
+      >>> fp = 2 * xp
+      >>> x = jnp.array([0.5, 2.0, 3.5])
+      >>> interp(x, xp, fp)
+      Array([1., 4., 7.], dtype=float32)
+
+      Unless otherwise specified, extrapolation will be constant:
+
+      >>> x = jnp.array([-10., 10.])
+      >>> interp(x, xp, fp)
+      Array([ 0., 18.], dtype=float32)
+
+      Use ``"extrapolate"`` mode for linear extrapolation:
+
+      >>> interp(x, xp, fp, left='extrapolate', right='extrapolate')
+      Array([-20.,  20.], dtype=float32)
+
+      For periodic interpolation, specify the ``period``:
+
+      >>> xp = jnp.array([0, jnp.pi / 2, jnp.pi, 3 * jnp.pi / 2])
+      >>> fp = jnp.sin(xp)
+      >>> x = 2 * jnp.pi  # note: not in input array
+      >>> jnp.interp(x, xp, fp, period=2 * jnp.pi)
+      Array(0., dtype=float32)
+    """
 @overload
 def intersect1d(ar1: NamedArray, ar2: NamedArray | ArrayLike, assume_unique: builtins.bool = False, return_indices: builtins.bool = False, *, size: int | None = None, fill_value: NamedArray | ArrayLike | None = None) -> NamedArray | tuple[NamedArray, NamedArray, NamedArray]: ...
 @overload
@@ -880,12 +6689,139 @@ def intersect1d(ar1: NamedArray | ArrayLike, ar2: NamedArray, assume_unique: bui
 @overload
 def intersect1d(ar1: NamedArray | ArrayLike, ar2: NamedArray | ArrayLike, assume_unique: builtins.bool = False, return_indices: builtins.bool = False, *, size: int | None = None, fill_value: NamedArray) -> NamedArray | tuple[NamedArray, NamedArray, NamedArray]: ...
 @overload
-def intersect1d(ar1: ArrayLike, ar2: ArrayLike, assume_unique: builtins.bool = False, return_indices: builtins.bool = False, *, size: int | None = None, fill_value: ArrayLike | None = ...) -> Array | tuple[Array, Array, Array]: ...
+def intersect1d(ar1: ArrayLike, ar2: ArrayLike, assume_unique: builtins.bool = False, return_indices: builtins.bool = False, *, size: int | None = None, fill_value: ArrayLike | None = ...) -> Array | tuple[Array, Array, Array]:
+    """``nx.intersect1d`` is positional only: its output size depends on the values, so it cannot map over names. A
+    NamedArray with named axes is an error (unwrap it first).
+
+    The documentation of ``jax.numpy.intersect1d`` follows.
+
+    Compute the set intersection of two 1D arrays.
+
+    JAX implementation of :func:`numpy.intersect1d`.
+
+    Because the size of the output of ``intersect1d`` is data-dependent, the function
+    is not typically compatible with :func:`~jax.jit` and other JAX transformations.
+    The JAX version adds the optional ``size`` argument which must be specified
+    statically for ``jnp.intersect1d`` to be used in such contexts.
+
+    Args:
+      ar1: first array of values to intersect.
+      ar2: second array of values to intersect.
+      assume_unique: if True, assume the input arrays contain unique values. This allows
+        a more efficient implementation, but if ``assume_unique`` is True and the input
+        arrays contain duplicates, the behavior is undefined. default: False.
+      return_indices: If True, return arrays of indices specifying where the intersected
+        values first appear in the input arrays.
+      size: if specified, return only the first ``size`` sorted elements. If there are fewer
+        elements than ``size`` indicates, the return value will be padded with ``fill_value``,
+        and returned indices will be padded with an out-of-bound index.
+      fill_value: when ``size`` is specified and there are fewer than the indicated number of
+        elements, fill the remaining entries ``fill_value``. Defaults to the smallest value
+        in the intersection.
+
+    Returns:
+      An array ``intersection``, or if ``return_indices=True``, a tuple of arrays
+      ``(intersection, ar1_indices, ar2_indices)``. Returned values are
+
+      - ``intersection``:
+        A 1D array containing each value that appears in both ``ar1`` and ``ar2``.
+      - ``ar1_indices``:
+        *(returned if return_indices=True)* an array of shape ``intersection.shape`` containing
+        the indices in flattened ``ar1`` of values in ``intersection``. For 1D inputs,
+        ``intersection`` is equivalent to ``ar1[ar1_indices]``.
+      - ``ar2_indices``:
+        *(returned if return_indices=True)* an array of shape ``intersection.shape`` containing
+        the indices in flattened ``ar2`` of values in ``intersection``. For 1D inputs,
+        ``intersection`` is equivalent to ``ar2[ar2_indices]``.
+
+    See also:
+      - :func:`jax.numpy.union1d`: the set union of two 1D arrays.
+      - :func:`jax.numpy.setxor1d`: the set XOR of two 1D arrays.
+      - :func:`jax.numpy.setdiff1d`: the set difference of two 1D arrays.
+
+    Examples:
+      >>> ar1 = jnp.array([1, 2, 3, 4])
+      >>> ar2 = jnp.array([3, 4, 5, 6])
+      >>> jnp.intersect1d(ar1, ar2)
+      Array([3, 4], dtype=int32)
+
+      Computing intersection with indices:
+
+      >>> intersection, ar1_indices, ar2_indices = jnp.intersect1d(ar1, ar2, return_indices=True)
+      >>> intersection
+      Array([3, 4], dtype=int32)
+
+      ``ar1_indices`` gives the indices of the intersected values within ``ar1``:
+
+       >>> ar1_indices
+       Array([2, 3], dtype=int32)
+       >>> jnp.all(intersection == ar1[ar1_indices])
+       Array(True, dtype=bool)
+
+      ``ar2_indices`` gives the indices of the intersected values within ``ar2``:
+
+       >>> ar2_indices
+       Array([0, 1], dtype=int32)
+       >>> jnp.all(intersection == ar2[ar2_indices])
+       Array(True, dtype=bool)
+    """
 @overload
 def invert(x: NamedArray, /) -> NamedArray: ...
 @overload
-def invert(x: ArrayLike, /) -> Array: ...
-def is_named(v: Any) -> builtins.bool: ...
+def invert(x: ArrayLike, /) -> Array:
+    """``nx.invert`` works elementwise and broadcasts by name: the result carries every name of its operands (one size per name), and positional axes broadcast by NumPy's rules.
+
+    The documentation of ``jax.numpy.invert`` follows.
+
+    Compute the bitwise inversion of an input.
+
+    JAX implementation of :func:`numpy.invert`. This function provides the
+    implementation of the ``~`` operator for JAX arrays.
+
+    Args:
+      x: input array, must be boolean or integer typed.
+
+    Returns:
+      An array of the same shape and dtype as ```x``, with the bits inverted.
+
+    See also:
+      - :func:`jax.numpy.bitwise_invert`: Array API alias of this function.
+      - :func:`jax.numpy.logical_not`: Invert after casting input to boolean.
+
+    Examples:
+      >>> x = jnp.arange(5, dtype='uint8')
+      >>> print(x)
+      [0 1 2 3 4]
+      >>> print(jnp.invert(x))
+      [255 254 253 252 251]
+
+      This function implements the unary ``~`` operator for JAX arrays:
+
+      >>> print(~x)
+      [255 254 253 252 251]
+
+      :func:`invert` operates bitwise on the input, and so the meaning of its
+      output may be more clear by showing the bitwise representation:
+
+      >>> with jnp.printoptions(formatter={'int': lambda x: format(x, '#010b')}):
+      ...   print(f"{x  = }")
+      ...   print(f"{~x = }")
+      x  = Array([0b00000000, 0b00000001, 0b00000010, 0b00000011, 0b00000100], dtype=uint8)
+      ~x = Array([0b11111111, 0b11111110, 0b11111101, 0b11111100, 0b11111011], dtype=uint8)
+
+      For boolean inputs, :func:`invert` is equivalent to :func:`logical_not`:
+
+      >>> x = jnp.array([True, False, True, True, False])
+      >>> jnp.invert(x)
+      Array([False,  True, False, False,  True], dtype=bool)
+    """
+def is_named(v: Any) -> builtins.bool:
+    """Whether ``v`` is a NamedArray (an ``is_leaf`` for ``jax.tree`` functions that stop at them).
+
+    >>> import namedarray as nx, jax, jax.numpy as jnp
+    >>> jax.tree.leaves({"w": nx.wrap(jnp.ones(2), ["k"])}, is_leaf=is_named)[0].named_shape
+    {'k': 2}
+    """
 @overload
 def isclose(a: NamedArray, b: NamedArray | ArrayLike, rtol: NamedArray | ArrayLike = 1e-05, atol: NamedArray | ArrayLike = 1e-08, equal_nan: builtins.bool = False) -> NamedArray: ...
 @overload
@@ -895,80 +6831,832 @@ def isclose(a: NamedArray | ArrayLike, b: NamedArray | ArrayLike, *, rtol: Named
 @overload
 def isclose(a: NamedArray | ArrayLike, b: NamedArray | ArrayLike, rtol: NamedArray | ArrayLike = 1e-05, *, atol: NamedArray, equal_nan: builtins.bool = False) -> NamedArray: ...
 @overload
-def isclose(a: ArrayLike, b: ArrayLike, rtol: ArrayLike = ..., atol: ArrayLike = ..., equal_nan: builtins.bool = False) -> Array: ...
+def isclose(a: ArrayLike, b: ArrayLike, rtol: ArrayLike = ..., atol: ArrayLike = ..., equal_nan: builtins.bool = False) -> Array:
+    """``nx.isclose`` works elementwise and broadcasts by name: the result carries every name of its operands (one size per name), and positional axes broadcast by NumPy's rules.
+
+    The documentation of ``jax.numpy.isclose`` follows.
+
+    Check if the elements of two arrays are approximately equal within a tolerance.
+
+    JAX implementation of :func:`numpy.allclose`.
+
+    Essentially this function evaluates the following condition:
+
+    .. math::
+
+       |a - b| \\le \\mathtt{atol} + \\mathtt{rtol} * |b|
+
+    ``jnp.inf`` in ``a`` will be considered equal to ``jnp.inf`` in ``b``.
+
+    Args:
+      a: first input array to compare.
+      b: second input array to compare.
+      rtol: relative tolerance used for approximate equality. Default = 1e-05.
+      atol: absolute tolerance used for approximate equality. Default = 1e-08.
+      equal_nan: Boolean. If ``True``, NaNs in ``a`` will be considered
+        equal to NaNs in ``b``. Default is ``False``.
+
+    Returns:
+      A new array containing boolean values indicating whether the input arrays
+      are element-wise approximately equal within the specified tolerances.
+
+    See Also:
+      - :func:`jax.numpy.allclose`
+      - :func:`jax.numpy.equal`
+
+    Examples:
+      >>> jnp.isclose(jnp.array([1e6, 2e6, jnp.inf]), jnp.array([1e6, 2e7, jnp.inf]))
+      Array([ True, False,  True], dtype=bool)
+      >>> jnp.isclose(jnp.array([1e6, 2e6, 3e6]),
+      ...              jnp.array([1.00008e6, 2.00008e7, 3.00008e8]), rtol=1e3)
+      Array([ True,  True,  True], dtype=bool)
+      >>> jnp.isclose(jnp.array([1e6, 2e6, 3e6]),
+      ...              jnp.array([1.00001e6, 2.00002e6, 3.00009e6]), atol=1e3)
+      Array([ True,  True,  True], dtype=bool)
+      >>> jnp.isclose(jnp.array([jnp.nan, 1, 2]),
+      ...              jnp.array([jnp.nan, 1, 2]), equal_nan=True)
+      Array([ True,  True,  True], dtype=bool)
+    """
 @overload
 def iscomplex(x: NamedArray) -> NamedArray: ...
 @overload
-def iscomplex(x: ArrayLike) -> Array: ...
-def iscomplexobj(x: Any) -> builtins.bool: ...
+def iscomplex(x: ArrayLike) -> Array:
+    """``nx.iscomplex`` works elementwise and broadcasts by name: the result carries every name of its operands (one size per name), and positional axes broadcast by NumPy's rules.
+
+    The documentation of ``jax.numpy.iscomplex`` follows.
+
+    Return boolean array showing where the input is complex.
+
+    JAX implementation of :func:`numpy.iscomplex`.
+
+    Args:
+      x: Input array to check.
+
+    Returns:
+      A new array containing boolean values indicating complex elements.
+
+    See Also:
+      - :func:`jax.numpy.iscomplexobj`
+      - :func:`jax.numpy.isrealobj`
+
+    Examples:
+      >>> jnp.iscomplex(jnp.array([True, 0, 1, 2j, 1+2j]))
+      Array([False, False, False, True, True], dtype=bool)
+    """
+def iscomplexobj(x: Any) -> builtins.bool:
+    """``nx.iscomplexobj`` looks at dtypes only: a NamedArray counts by its dtype.
+
+    The documentation of ``jax.numpy.iscomplexobj`` follows.
+
+    Check if the input is a complex number or an array containing complex elements.
+
+    JAX implementation of :func:`numpy.iscomplexobj`.
+
+    The function evaluates based on input type rather than value.
+    Inputs with zero imaginary parts are still considered complex.
+
+    Args:
+      x: input object to check.
+
+    Returns:
+      True if ``x`` is a complex number or an array containing at least one complex element,
+      False otherwise.
+
+    See Also:
+      - :func:`jax.numpy.isrealobj`
+      - :func:`jax.numpy.iscomplex`
+
+    Examples:
+      >>> jnp.iscomplexobj(True)
+      False
+      >>> jnp.iscomplexobj(0)
+      False
+      >>> jnp.iscomplexobj(jnp.array([1, 2]))
+      False
+      >>> jnp.iscomplexobj(1+2j)
+      True
+      >>> jnp.iscomplexobj(jnp.array([0, 1+2j]))
+      True
+    """
 @overload
 def isfinite(x: NamedArray, /) -> NamedArray: ...
 @overload
-def isfinite(x: ArrayLike, /) -> Array: ...
-def isin(element: Any, test_elements: Any, assume_unique: builtins.bool = False, invert: builtins.bool = False, *, method: str = 'auto') -> Any: ...
+def isfinite(x: ArrayLike, /) -> Array:
+    """``nx.isfinite`` works elementwise and broadcasts by name: the result carries every name of its operands (one size per name), and positional axes broadcast by NumPy's rules.
+
+    The documentation of ``jax.numpy.isfinite`` follows.
+
+    Return a boolean array indicating whether each element of input is finite.
+
+    JAX implementation of :obj:`numpy.isfinite`.
+
+    Args:
+      x: input array or scalar.
+
+    Returns:
+      A boolean array of same shape as ``x`` containing ``True`` where ``x`` is
+      not ``inf``, ``-inf``, or ``NaN``, and ``False`` otherwise.
+
+    See also:
+      - :func:`jax.numpy.isinf`: Returns a boolean array indicating whether each
+        element of input is either positive or negative infinity.
+      - :func:`jax.numpy.isposinf`: Returns a boolean array indicating whether each
+        element of input is positive infinity.
+      - :func:`jax.numpy.isneginf`: Returns a boolean array indicating whether each
+        element of input is negative infinity.
+      - :func:`jax.numpy.isnan`: Returns a boolean array indicating whether each
+        element of input is not a number (``NaN``).
+
+    Examples:
+      >>> x = jnp.array([-1, 3, jnp.inf, jnp.nan])
+      >>> jnp.isfinite(x)
+      Array([ True,  True, False, False], dtype=bool)
+      >>> jnp.isfinite(3-4j)
+      Array(True, dtype=bool, weak_type=True)
+    """
+def isin(element: Any, test_elements: Any, assume_unique: builtins.bool = False, invert: builtins.bool = False, *, method: str = 'auto') -> Any:
+    """Elementwise over ``element``: whether each element occurs in ``test_elements``, as a whole.
+
+    ``test_elements`` is a set of values: its positional axes and the names that ``element`` lacks are all
+    searched (their order does not matter to membership). A name both carry matches element to element, as
+    everywhere: each element is looked for among the test values at its own position along that name. The
+    result has ``element``'s named and positional shape (and the shared names). Names bound by an enclosing
+    ``nx.xmap`` stay per element.
+
+    >>> import namedarray as nx, jax.numpy as jnp
+    >>> x = nx.wrap(jnp.array([1, 2, 3]), ["k"])
+    >>> table = nx.wrap(jnp.array([[1, 5], [7, 3]]), ["r", "c"])
+    >>> nx.isin(x, table).unwrap(["k"]).tolist()
+    [True, False, True]
+    """
 @overload
 def isinf(x: NamedArray, /) -> NamedArray: ...
 @overload
-def isinf(x: ArrayLike, /) -> Array: ...
+def isinf(x: ArrayLike, /) -> Array:
+    """``nx.isinf`` works elementwise and broadcasts by name: the result carries every name of its operands (one size per name), and positional axes broadcast by NumPy's rules.
+
+    The documentation of ``jax.numpy.isinf`` follows.
+
+    Return a boolean array indicating whether each element of input is infinite.
+
+    JAX implementation of :obj:`numpy.isinf`.
+
+    Args:
+      x: input array or scalar.
+
+    Returns:
+      A boolean array of same shape as ``x`` containing ``True`` where ``x`` is
+      ``inf`` or ``-inf``, and ``False`` otherwise.
+
+    See also:
+      - :func:`jax.numpy.isposinf`: Returns a boolean array indicating whether each
+        element of input is positive infinity.
+      - :func:`jax.numpy.isneginf`: Returns a boolean array indicating whether each
+        element of input is negative infinity.
+      - :func:`jax.numpy.isfinite`: Returns a boolean array indicating whether each
+        element of input is finite.
+      - :func:`jax.numpy.isnan`: Returns a boolean array indicating whether each
+        element of input is not a number (``NaN``).
+
+    Examples:
+      >>> jnp.isinf(jnp.inf)
+      Array(True, dtype=bool)
+      >>> x = jnp.array([2+3j, -jnp.inf, 6, jnp.inf, jnp.nan])
+      >>> jnp.isinf(x)
+      Array([False,  True, False,  True, False], dtype=bool)
+    """
 @overload
 def isnan(x: NamedArray, /) -> NamedArray: ...
 @overload
-def isnan(x: ArrayLike, /) -> Array: ...
-def isneginf(x, /, out=None): ...
-def isposinf(x, /, out=None): ...
+def isnan(x: ArrayLike, /) -> Array:
+    """``nx.isnan`` works elementwise and broadcasts by name: the result carries every name of its operands (one size per name), and positional axes broadcast by NumPy's rules.
+
+    The documentation of ``jax.numpy.isnan`` follows.
+
+    Returns a boolean array indicating whether each element of input is ``NaN``.
+
+    JAX implementation of :obj:`numpy.isnan`.
+
+    Args:
+      x: input array or scalar.
+
+    Returns:
+      A boolean array of same shape as ``x`` containing ``True`` where ``x`` is
+      not a number (i.e. ``NaN``) and ``False`` otherwise.
+
+    See also:
+      - :func:`jax.numpy.isfinite`: Returns a boolean array indicating whether each
+        element of input is finite.
+      - :func:`jax.numpy.isinf`: Returns a boolean array indicating whether each
+        element of input is either positive or negative infinity.
+      - :func:`jax.numpy.isposinf`: Returns a boolean array indicating whether each
+        element of input is positive infinity.
+      - :func:`jax.numpy.isneginf`: Returns a boolean array indicating whether each
+        element of input is negative infinity.
+
+    Examples:
+      >>> jnp.isnan(6)
+      Array(False, dtype=bool, weak_type=True)
+      >>> x = jnp.array([2, 1+4j, jnp.inf, jnp.nan])
+      >>> jnp.isnan(x)
+      Array([False, False, False,  True], dtype=bool)
+    """
+def isneginf(x, /, out=None):
+    """``nx.isneginf`` works elementwise and broadcasts by name: the result carries every name of its operands (one size per name), and positional axes broadcast by NumPy's rules.
+
+    The documentation of ``jax.numpy.isneginf`` follows.
+
+    Return boolean array indicating whether each element of input is negative infinite.
+
+    JAX implementation of :obj:`numpy.isneginf`.
+
+    Args:
+      x: input array or scalar. ``complex`` dtype are not supported.
+
+    Returns:
+      A boolean array of same shape as ``x`` containing ``True`` where ``x`` is
+      ``-inf``, and ``False`` otherwise.
+
+    See also:
+      - :func:`jax.numpy.isinf`: Returns a boolean array indicating whether each
+        element of input is either positive or negative infinity.
+      - :func:`jax.numpy.isposinf`: Returns a boolean array indicating whether each
+        element of input is positive infinity.
+      - :func:`jax.numpy.isfinite`: Returns a boolean array indicating whether each
+        element of input is finite.
+      - :func:`jax.numpy.isnan`: Returns a boolean array indicating whether each
+        element of input is not a number (``NaN``).
+
+    Examples:
+      >>> jnp.isneginf(jnp.inf)
+      Array(False, dtype=bool)
+      >>> x = jnp.array([-jnp.inf, 5, jnp.inf, jnp.nan, 1])
+      >>> jnp.isneginf(x)
+      Array([ True, False, False, False, False], dtype=bool)
+    """
+def isposinf(x, /, out=None):
+    """``nx.isposinf`` works elementwise and broadcasts by name: the result carries every name of its operands (one size per name), and positional axes broadcast by NumPy's rules.
+
+    The documentation of ``jax.numpy.isposinf`` follows.
+
+    Return boolean array indicating whether each element of input is positive infinite.
+
+    JAX implementation of :obj:`numpy.isposinf`.
+
+    Args:
+      x: input array or scalar. ``complex`` dtype are not supported.
+
+    Returns:
+      A boolean array of same shape as ``x`` containing ``True`` where ``x`` is
+      ``inf``, and ``False`` otherwise.
+
+    See also:
+      - :func:`jax.numpy.isinf`: Returns a boolean array indicating whether each
+        element of input is either positive or negative infinity.
+      - :func:`jax.numpy.isneginf`: Returns a boolean array indicating whether each
+        element of input is negative infinity.
+      - :func:`jax.numpy.isfinite`: Returns a boolean array indicating whether each
+        element of input is finite.
+      - :func:`jax.numpy.isnan`: Returns a boolean array indicating whether each
+        element of input is not a number (``NaN``).
+
+    Examples:
+      >>> jnp.isposinf(5)
+      Array(False, dtype=bool)
+      >>> x = jnp.array([-jnp.inf, 5, jnp.inf, jnp.nan, 1])
+      >>> jnp.isposinf(x)
+      Array([False, False,  True, False, False], dtype=bool)
+    """
 @overload
 def isreal(x: NamedArray) -> NamedArray: ...
 @overload
-def isreal(x: ArrayLike) -> Array: ...
-def isrealobj(x: Any) -> builtins.bool: ...
+def isreal(x: ArrayLike) -> Array:
+    """``nx.isreal`` works elementwise and broadcasts by name: the result carries every name of its operands (one size per name), and positional axes broadcast by NumPy's rules.
+
+    The documentation of ``jax.numpy.isreal`` follows.
+
+    Return boolean array showing where the input is real.
+
+    JAX implementation of :func:`numpy.isreal`.
+
+    Args:
+      x: input array to check.
+
+    Returns:
+      A new array containing boolean values indicating real elements.
+
+    See Also:
+      - :func:`jax.numpy.iscomplex`
+      - :func:`jax.numpy.isrealobj`
+
+    Examples:
+      >>> jnp.isreal(jnp.array([False, 0j, 1, 2.1, 1+2j]))
+      Array([ True,  True,  True,  True, False], dtype=bool)
+    """
+def isrealobj(x: Any) -> builtins.bool:
+    """``nx.isrealobj`` looks at dtypes only: a NamedArray counts by its dtype.
+
+    The documentation of ``jax.numpy.isrealobj`` follows.
+
+    Check if the input is not a complex number or an array containing complex elements.
+
+    JAX implementation of :func:`numpy.isrealobj`.
+
+    The function evaluates based on input type rather than value.
+    Inputs with zero imaginary parts are still considered complex.
+
+    Args:
+      x: input object to check.
+
+    Returns:
+      False if ``x`` is a complex number or an array containing at least one complex element,
+      True otherwise.
+
+    See Also:
+      - :func:`jax.numpy.iscomplexobj`
+      - :func:`jax.numpy.isreal`
+
+    Examples:
+      >>> jnp.isrealobj(0)
+      True
+      >>> jnp.isrealobj(1.2)
+      True
+      >>> jnp.isrealobj(jnp.array([1, 2]))
+      True
+      >>> jnp.isrealobj(1+2j)
+      False
+      >>> jnp.isrealobj(jnp.array([0, 1+2j]))
+      False
+    """
+def iterable(y):
+    """Check whether or not an object can be iterated over.
+
+    Parameters
+    ----------
+    y : object
+      Input object.
+
+    Returns
+    -------
+    b : bool
+      Return ``True`` if the object has an iterator method or is a
+      sequence and ``False`` otherwise.
+
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> np.iterable([1, 2, 3])
+    True
+    >>> np.iterable(2)
+    False
+
+    Notes
+    -----
+    In most cases, the results of ``np.iterable(obj)`` are consistent with
+    ``isinstance(obj, collections.abc.Iterable)``. One notable exception is
+    the treatment of 0-dimensional arrays::
+
+        >>> from collections.abc import Iterable
+        >>> a = np.array(1.0)  # 0-dimensional numpy array
+        >>> isinstance(a, Iterable)
+        True
+        >>> np.iterable(a)
+        False
+    """
 @overload
 def jit(fun: Callable[_P, _R], *, resources: Mapping[str, Any] | None = None, **jit_kwargs: Any) -> JitFunction[_P, _R]: ...
 @overload
-def jit(fun: None = None, *, resources: Mapping[str, Any] | None = None, **jit_kwargs: Any) -> Callable[[Callable[_P, _R]], JitFunction[_P, _R]]: ...
+def jit(fun: None = None, *, resources: Mapping[str, Any] | None = None, **jit_kwargs: Any) -> Callable[[Callable[_P, _R]], JitFunction[_P, _R]]:
+    """``jax.jit`` whose NamedArray inputs and outputs are laid out by name.
+
+    Each call places the NamedArrays among its (non-static) arguments by the rules in force (``resources``
+    adds rules for this function, as ``with nx.axis_rules(resources)`` around each call would), and the
+    compiled function lays its NamedArray results out the same way; plain array leaves are left to
+    ``jax.jit``. So ``params = nx.jit(init)(key)`` creates parameters already split across devices, never
+    whole on one, and a training step receives and returns them split. ``static_argnums``,
+    ``donate_argnums`` and every other ``jax.jit`` option pass through. Also a decorator, with or without
+    arguments. With no mesh in context it is ``jax.jit``.
+
+    An output's layout is decided by, in this order:
+
+    1. an explicit argument: ``out_shardings=`` (passed to ``jax.jit``; nx.jit then constrains no output,
+       and with ``in_shardings=`` it places no argument);
+    2. the function body: an output that is the result of a ``.shard()`` / ``nx.shard`` in the body keeps
+       the layout that call stated (its ``resources``, or the rules in force there), as ``jax.jit`` keeps a
+       ``with_sharding_constraint``;
+    3. the rules: each named axis split over the mesh axes its name maps to (ranked by rule order where
+       two names of one value map to one mesh axis: see ``nx.axis_rules``);
+    4. replicated: names no rule maps.
+
+    Arguments are placed by the rules (3, 4) unless ``in_shardings=`` says otherwise: a body that states
+    another layout for a value it returns and receives back (a training state) moves it on every call, so
+    say such layouts in the rules.
+
+    >>> import jax, jax.numpy as jnp, namedarray as nx
+    >>> mesh = jax.make_mesh((1,), ("data",), axis_types=(jax.sharding.AxisType.Auto,))
+    >>> init = nx.jit(lambda key: nx.random.normal(key, named_shape={"batch": 4, "embed": 2}))
+    >>> with jax.set_mesh(mesh), nx.axis_rules({"batch": "data"}):
+    ...     init(jax.random.key(0)).named_shape
+    {'batch': 4, 'embed': 2}
+    """
 @overload
 def kaiser(M: int, beta: NamedArray) -> NamedArray: ...
 @overload
-def kaiser(M: int, beta: ArrayLike) -> Array: ...
+def kaiser(M: int, beta: ArrayLike) -> Array:
+    """``nx.kaiser`` is lifted: it runs as if vmapped over every named axis of its NamedArray arguments, and
+    the result carries their names. Integer axis arguments count positional axes only, and a value
+    whose names leave it too few positional axes is an error.
+
+    The documentation of ``jax.numpy.kaiser`` follows.
+
+    Return a Kaiser window of size M.
+
+    JAX implementation of :func:`numpy.kaiser`.
+
+    Args:
+      M: The window size.
+      beta: The Kaiser window parameter.
+
+    Returns:
+      An array of size M containing the Kaiser window.
+
+    Examples:
+      >>> with jnp.printoptions(precision=2, suppress=True):
+      ...   print(jnp.kaiser(4, 1.5))
+      [0.61 0.95 0.95 0.61]
+
+    See also:
+      - :func:`jax.numpy.bartlett`: return a Bartlett window of size M.
+      - :func:`jax.numpy.blackman`: return a Blackman window of size M.
+      - :func:`jax.numpy.hamming`: return a Hamming window of size M.
+      - :func:`jax.numpy.hanning`: return a Hanning window of size M.
+    """
 @overload
 def kron(a: NamedArray, b: NamedArray | ArrayLike) -> NamedArray: ...
 @overload
 def kron(a: NamedArray | ArrayLike, b: NamedArray) -> NamedArray: ...
 @overload
-def kron(a: ArrayLike, b: ArrayLike) -> Array: ...
+def kron(a: ArrayLike, b: ArrayLike) -> Array:
+    """``nx.kron`` is lifted: it runs as if vmapped over every named axis of its NamedArray arguments, and
+    the result carries their names. Integer axis arguments count positional axes only, and a value
+    whose names leave it too few positional axes is an error.
+
+    The documentation of ``jax.numpy.kron`` follows.
+
+    Compute the Kronecker product of two input arrays.
+
+    JAX implementation of :func:`numpy.kron`.
+
+    The Kronecker product is an operation on two matrices of arbitrary size that
+    produces a block matrix. Each element of the first matrix ``a`` is multiplied by
+    the entire second matrix ``b``. If ``a`` has shape (m, n) and ``b``
+    has shape (p, q), the resulting matrix will have shape (m * p, n * q).
+
+    Args:
+      a: first input array with any shape.
+      b: second input array with any shape.
+
+    Returns:
+      A new array representing the Kronecker product of the inputs  ``a`` and ``b``.
+      The shape of the output is the element-wise product of the input shapes.
+
+    See also:
+      - :func:`jax.numpy.outer`: compute the outer product of two arrays.
+
+    Examples:
+      >>> a = jnp.array([[1, 2],
+      ...                [3, 4]])
+      >>> b = jnp.array([[5, 6],
+      ...                [7, 8]])
+      >>> jnp.kron(a, b)
+      Array([[ 5,  6, 10, 12],
+             [ 7,  8, 14, 16],
+             [15, 18, 20, 24],
+             [21, 24, 28, 32]], dtype=int32)
+    """
 @overload
 def lcm(x1: NamedArray, x2: NamedArray | ArrayLike) -> NamedArray: ...
 @overload
 def lcm(x1: NamedArray | ArrayLike, x2: NamedArray) -> NamedArray: ...
 @overload
-def lcm(x1: ArrayLike, x2: ArrayLike) -> Array: ...
+def lcm(x1: ArrayLike, x2: ArrayLike) -> Array:
+    """``nx.lcm`` works elementwise and broadcasts by name: the result carries every name of its operands (one size per name), and positional axes broadcast by NumPy's rules.
+
+    The documentation of ``jax.numpy.lcm`` follows.
+
+    Compute the least common multiple of two arrays.
+
+    JAX implementation of :func:`numpy.lcm`.
+
+    Args:
+      x1: First input array. The elements must have integer dtype.
+      x2: Second input array. The elements must have integer dtype.
+
+    Returns:
+      An array containing the least common multiple of the corresponding
+      elements from the absolute values of `x1` and `x2`.
+
+    See also:
+      - :func:`jax.numpy.gcd`: compute the greatest common divisor of two arrays.
+
+    Examples:
+      Scalar inputs:
+
+      >>> jnp.lcm(12, 18)
+      Array(36, dtype=int32, weak_type=True)
+
+      Array inputs:
+
+      >>> x1 = jnp.array([12, 18, 24])
+      >>> x2 = jnp.array([5, 10, 15])
+      >>> jnp.lcm(x1, x2)
+      Array([ 60,  90, 120], dtype=int32)
+
+      Broadcasting:
+
+      >>> x1 = jnp.array([12])
+      >>> x2 = jnp.array([6, 9, 12])
+      >>> jnp.lcm(x1, x2)
+      Array([12, 36, 12], dtype=int32)
+    """
 @overload
 def ldexp(x1: NamedArray, x2: NamedArray | ArrayLike, /) -> NamedArray: ...
 @overload
 def ldexp(x1: NamedArray | ArrayLike, x2: NamedArray, /) -> NamedArray: ...
 @overload
-def ldexp(x1: ArrayLike, x2: ArrayLike, /) -> Array: ...
+def ldexp(x1: ArrayLike, x2: ArrayLike, /) -> Array:
+    """``nx.ldexp`` works elementwise and broadcasts by name: the result carries every name of its operands (one size per name), and positional axes broadcast by NumPy's rules.
+
+    The documentation of ``jax.numpy.ldexp`` follows.
+
+    Compute x1 * 2 ** x2
+
+    JAX implementation of :func:`numpy.ldexp`.
+
+    Note that XLA does not provide an ``ldexp`` operation, so this
+    is implemneted in JAX via a standard multiplication and
+    exponentiation.
+
+    Args:
+      x1: real-valued input array.
+      x2: integer input array. Must be broadcast-compatible with ``x1``.
+
+    Returns:
+      ``x1 * 2 ** x2`` computed element-wise.
+
+    See also:
+      - :func:`jax.numpy.frexp`: decompose values into mantissa and exponent.
+
+    Examples:
+      >>> x1 = jnp.arange(5.0)
+      >>> x2 = 10
+      >>> jnp.ldexp(x1, x2)
+      Array([   0., 1024., 2048., 3072., 4096.], dtype=float32)
+
+      ``ldexp`` can be used to reconstruct the input to ``frexp``:
+
+      >>> x = jnp.array([2., 3., 5., 11.])
+      >>> m, e = jnp.frexp(x)
+      >>> m
+      Array([0.5   , 0.75  , 0.625 , 0.6875], dtype=float32)
+      >>> e
+      Array([2, 2, 3, 4], dtype=int32)
+      >>> jnp.ldexp(m, e)
+      Array([ 2.,  3.,  5., 11.], dtype=float32)
+    """
 @overload
 def left_shift(x: NamedArray, y: NamedArray | ArrayLike, /) -> NamedArray: ...
 @overload
 def left_shift(x: NamedArray | ArrayLike, y: NamedArray, /) -> NamedArray: ...
 @overload
-def left_shift(x: ArrayLike, y: ArrayLike, /) -> Array: ...
+def left_shift(x: ArrayLike, y: ArrayLike, /) -> Array:
+    """``nx.left_shift`` works elementwise and broadcasts by name: the result carries every name of its operands (one size per name), and positional axes broadcast by NumPy's rules.
+
+    The documentation of ``jax.numpy.left_shift`` follows.
+
+    Shift bits of ``x`` to left by the amount specified in ``y``, element-wise.
+
+    JAX implementation of :obj:`numpy.left_shift`.
+
+    Args:
+      x: Input array, must be integer-typed.
+      y: The amount of bits to shift each element in ``x`` to the left, only accepts
+        integer subtypes. ``x`` and ``y`` must either have same shape or be broadcast
+        compatible.
+
+    Returns:
+      An array containing the left shifted elements of ``x`` by the amount specified
+      in ``y``, with the same shape as the broadcasted shape of ``x`` and ``y``.
+
+    Note:
+      Left shifting ``x`` by ``y`` is equivalent to ``x * (2**y)`` within the
+      bounds of the dtypes involved.
+
+    See also:
+      - :func:`jax.numpy.right_shift`: and :func:`jax.numpy.bitwise_right_shift`:
+        Shifts the bits of ``x1`` to right by the amount specified in ``x2``,
+        element-wise.
+      - :func:`jax.numpy.bitwise_left_shift`: Alias of :func:`jax.left_shift`.
+
+    Examples:
+      >>> def print_binary(x):
+      ...   return [bin(int(val)) for val in x]
+
+      >>> x1 = jnp.arange(5)
+      >>> x1
+      Array([0, 1, 2, 3, 4], dtype=int32)
+      >>> print_binary(x1)
+      ['0b0', '0b1', '0b10', '0b11', '0b100']
+      >>> x2 = 1
+      >>> result = jnp.left_shift(x1, x2)
+      >>> result
+      Array([0, 2, 4, 6, 8], dtype=int32)
+      >>> print_binary(result)
+      ['0b0', '0b10', '0b100', '0b110', '0b1000']
+
+      >>> x3 = 4
+      >>> print_binary([x3])
+      ['0b100']
+      >>> x4 = jnp.array([1, 2, 3, 4])
+      >>> result1 = jnp.left_shift(x3, x4)
+      >>> result1
+      Array([ 8, 16, 32, 64], dtype=int32)
+      >>> print_binary(result1)
+      ['0b1000', '0b10000', '0b100000', '0b1000000']
+    """
 @overload
 def less(x: NamedArray, y: NamedArray | ArrayLike, /) -> NamedArray: ...
 @overload
 def less(x: NamedArray | ArrayLike, y: NamedArray, /) -> NamedArray: ...
 @overload
-def less(x: ArrayLike, y: ArrayLike, /) -> Array: ...
+def less(x: ArrayLike, y: ArrayLike, /) -> Array:
+    """``nx.less`` works elementwise and broadcasts by name: the result carries every name of its operands (one size per name), and positional axes broadcast by NumPy's rules.
+
+    The documentation of ``jax.numpy.less`` follows.
+
+    Return element-wise truth value of ``x < y``.
+
+    JAX implementation of :obj:`numpy.less`.
+
+    Args:
+      x: input array or scalar.
+      y: input array or scalar. ``x`` and ``y`` must either have same shape or be
+        broadcast compatible.
+
+    Returns:
+      An array containing boolean values. ``True`` if the elements of ``x < y``,
+      and ``False`` otherwise.
+
+    See also:
+      - :func:`jax.numpy.greater`: Returns element-wise truth value of ``x > y``.
+      - :func:`jax.numpy.greater_equal`: Returns element-wise truth value of
+        ``x >= y``.
+      - :func:`jax.numpy.less_equal`: Returns element-wise truth value of ``x <= y``.
+
+    Examples:
+      Scalar inputs:
+
+      >>> jnp.less(3, 7)
+      Array(True, dtype=bool, weak_type=True)
+
+      Inputs with same shape:
+
+      >>> x = jnp.array([5, 9, -3])
+      >>> y = jnp.array([1, 6, 4])
+      >>> jnp.less(x, y)
+      Array([False, False,  True], dtype=bool)
+
+      Inputs with broadcast compatibility:
+
+      >>> x1 = jnp.array([[2, -4, 6, -8],
+      ...                 [-1, 5, -3, 7]])
+      >>> y1 = jnp.array([0, 3, -5, 9])
+      >>> jnp.less(x1, y1)
+      Array([[False,  True, False,  True],
+             [ True, False, False,  True]], dtype=bool)
+    """
 @overload
 def less_equal(x: NamedArray, y: NamedArray | ArrayLike, /) -> NamedArray: ...
 @overload
 def less_equal(x: NamedArray | ArrayLike, y: NamedArray, /) -> NamedArray: ...
 @overload
-def less_equal(x: ArrayLike, y: ArrayLike, /) -> Array: ...
+def less_equal(x: ArrayLike, y: ArrayLike, /) -> Array:
+    """``nx.less_equal`` works elementwise and broadcasts by name: the result carries every name of its operands (one size per name), and positional axes broadcast by NumPy's rules.
+
+    The documentation of ``jax.numpy.less_equal`` follows.
+
+    Return element-wise truth value of ``x <= y``.
+
+    JAX implementation of :obj:`numpy.less_equal`.
+
+    Args:
+      x: input array or scalar.
+      y: input array or scalar. ``x`` and ``y`` must have either same shape or be
+        broadcast compatible.
+
+    Returns:
+      An array containing the boolean values. ``True`` if the elements of ``x <= y``,
+      and ``False`` otherwise.
+
+    See also:
+      - :func:`jax.numpy.greater_equal`: Returns element-wise truth value of
+        ``x >= y``.
+      - :func:`jax.numpy.greater`: Returns element-wise truth value of ``x > y``.
+      - :func:`jax.numpy.less`: Returns element-wise truth value of ``x < y``.
+
+    Examples:
+      Scalar inputs:
+
+      >>> jnp.less_equal(6, -2)
+      Array(False, dtype=bool, weak_type=True)
+
+      Inputs with same shape:
+
+      >>> x = jnp.array([-4, 1, 7])
+      >>> y = jnp.array([2, -3, 8])
+      >>> jnp.less_equal(x, y)
+      Array([ True, False,  True], dtype=bool)
+
+      Inputs with broadcast compatibility:
+
+      >>> x1 = jnp.array([2, -5, 9])
+      >>> y1 = jnp.array([[1, -6, 5],
+      ...                 [-2, 4, -6]])
+      >>> jnp.less_equal(x1, y1)
+      Array([[False, False, False],
+             [False,  True, False]], dtype=bool)
+    """
 @overload
 def lexsort(keys: NamedArray, axis: int = -1) -> NamedArray: ...
 @overload
-def lexsort(keys: Any, axis: int = -1) -> Array: ...
+def lexsort(keys: Any, axis: int = -1) -> Array:
+    """``nx.lexsort`` is lifted: it runs as if vmapped over every named axis of its NamedArray arguments, and
+    the result carries their names. Integer axis arguments count positional axes only, and a value
+    whose names leave it too few positional axes is an error.
+
+    The documentation of ``jax.numpy.lexsort`` follows.
+
+    Sort a sequence of keys in lexicographic order.
+
+    JAX implementation of :func:`numpy.lexsort`.
+
+    Args:
+      keys: a sequence of arrays to sort; all arrays must have the same shape.
+        The last key in the sequence is used as the primary key.
+      axis: the axis along which to sort (default: -1).
+
+    Returns:
+      An array of integers of shape ``keys[0].shape`` giving the indices of the
+      entries in lexicographically-sorted order.
+
+    See also:
+      - :func:`jax.numpy.argsort`: sort a single entry by index.
+      - :func:`jax.lax.sort`: direct XLA sorting API.
+
+    Examples:
+      :func:`lexsort` with a single key is equivalent to :func:`argsort`:
+
+      >>> key1 = jnp.array([4, 2, 3, 2, 5])
+      >>> jnp.lexsort([key1])
+      Array([1, 3, 2, 0, 4], dtype=int32)
+      >>> jnp.argsort(key1)
+      Array([1, 3, 2, 0, 4], dtype=int32)
+
+      With multiple keys, :func:`lexsort` uses the last key as the primary key:
+
+      >>> key2 = jnp.array([2, 1, 1, 2, 2])
+      >>> jnp.lexsort([key1, key2])
+      Array([1, 2, 3, 0, 4], dtype=int32)
+
+      The meaning of the indices become more clear when printing the sorted keys:
+
+      >>> indices = jnp.lexsort([key1, key2])
+      >>> print(f"{key1[indices]}\\n{key2[indices]}")
+      [2 3 2 4 5]
+      [1 1 2 2 2]
+
+      Notice that the elements of ``key2`` appear in order, and within the sequences
+      of duplicated values the corresponding elements of ```key1`` appear in order.
+
+      For multi-dimensional inputs, :func:`lexsort` defaults to sorting along the
+      last axis:
+
+      >>> key1 = jnp.array([[2, 4, 2, 3],
+      ...                   [3, 1, 2, 2]])
+      >>> key2 = jnp.array([[1, 2, 1, 3],
+      ...                   [2, 1, 2, 1]])
+      >>> jnp.lexsort([key1, key2])
+      Array([[0, 2, 1, 3],
+             [1, 3, 2, 0]], dtype=int32)
+
+      A different sort axis can be chosen using the ``axis`` keyword; here we sort
+      along the leading axis:
+
+      >>> jnp.lexsort([key1, key2], axis=0)
+      Array([[0, 1, 0, 1],
+             [1, 0, 1, 0]], dtype=int32)
+    """
 @overload
 def linspace(start: NamedArray | ArrayLike, stop: NamedArray | ArrayLike, num: int = 50, endpoint: builtins.bool = True, retstep: Literal[False] = False, dtype: DTypeLike | None = None, axis: int | None = None, *, name: str) -> NamedArray: ...
 @overload
@@ -978,58 +7666,339 @@ def linspace(start: ArrayLike, stop: NamedArray, num: int = 50, endpoint: builti
 @overload
 def linspace(start: ArrayLike, stop: ArrayLike, num: int = 50, endpoint: builtins.bool = True, retstep: Literal[False] = False, dtype: DTypeLike | None = None, axis: int | None = None, *, name: None = None) -> jax.Array: ...
 @overload
-def linspace(start: NamedArray | ArrayLike, stop: NamedArray | ArrayLike, num: int = 50, endpoint: builtins.bool = True, *, retstep: Literal[True], dtype: DTypeLike | None = None, axis: int | None = None, name: str | None = None) -> tuple[Any, Any]: ...
-def load_safetensors(path: str) -> dict[str, Any]: ...
+def linspace(start: NamedArray | ArrayLike, stop: NamedArray | ArrayLike, num: int = 50, endpoint: builtins.bool = True, *, retstep: Literal[True], dtype: DTypeLike | None = None, axis: int | None = None, name: str | None = None) -> tuple[Any, Any]:
+    """``jnp.linspace``; with ``name`` the samples' axis is that named axis (``start``/``stop`` may carry
+    other names, or positional axes, which the result keeps).
+
+    >>> import namedarray as nx
+    >>> nx.linspace(0.0, 1.0, 5, name="t").unwrap(["t"]).tolist()
+    [0.0, 0.25, 0.5, 0.75, 1.0]
+    """
+def load_safetensors(path: str) -> dict[str, Any]:
+    """Read a safetensors file written by :func:`save_safetensors`: NamedArrays with their names again
+    (tensors stored without names come back as jax arrays).
+
+    >>> import namedarray as nx, jax.numpy as jnp, tempfile, os
+    >>> path = os.path.join(tempfile.mkdtemp(), "b.safetensors")
+    >>> nx.save_safetensors({"b": jnp.arange(3)}, path)
+    >>> nx.load_safetensors(path)["b"].tolist()
+    [0, 1, 2]
+    """
 @overload
 def log(x: NamedArray, /) -> NamedArray: ...
 @overload
-def log(x: ArrayLike, /) -> Array: ...
+def log(x: ArrayLike, /) -> Array:
+    """``nx.log`` works elementwise and broadcasts by name: the result carries every name of its operands (one size per name), and positional axes broadcast by NumPy's rules.
+
+    The documentation of ``jax.numpy.log`` follows.
+
+    Calculate element-wise natural logarithm of the input.
+
+    JAX implementation of :obj:`numpy.log`.
+
+    Args:
+      x: input array or scalar.
+
+    Returns:
+      An array containing the logarithm of each element in ``x``, promotes to inexact
+      dtype.
+
+    See also:
+      - :func:`jax.numpy.exp`: Calculates element-wise exponential of the input.
+      - :func:`jax.numpy.log2`: Calculates base-2 logarithm of each element of input.
+      - :func:`jax.numpy.log1p`: Calculates element-wise logarithm of one plus input.
+
+    Examples:
+      ``jnp.log`` and ``jnp.exp`` are inverse functions of each other. Applying
+      ``jnp.log`` on the result of ``jnp.exp(x)`` yields the original input ``x``.
+
+      >>> x = jnp.array([2, 3, 4, 5])
+      >>> jnp.log(jnp.exp(x))
+      Array([2., 3., 4., 5.], dtype=float32)
+
+      Using ``jnp.log`` we can demonstrate well-known properties of logarithms, such
+      as :math:`log(a*b) = log(a)+log(b)`.
+
+      >>> x1 = jnp.array([2, 1, 3, 1])
+      >>> x2 = jnp.array([1, 3, 2, 4])
+      >>> jnp.allclose(jnp.log(x1*x2), jnp.log(x1)+jnp.log(x2))
+      Array(True, dtype=bool)
+    """
 @overload
 def log10(x: NamedArray, /) -> NamedArray: ...
 @overload
-def log10(x: ArrayLike, /) -> Array: ...
+def log10(x: ArrayLike, /) -> Array:
+    """``nx.log10`` works elementwise and broadcasts by name: the result carries every name of its operands (one size per name), and positional axes broadcast by NumPy's rules.
+
+    The documentation of ``jax.numpy.log10`` follows.
+
+    Calculates the base-10 logarithm of x element-wise
+
+    JAX implementation of :obj:`numpy.log10`.
+
+    Args:
+      x: Input array
+
+    Returns:
+      An array containing the base-10 logarithm of each element in ``x``, promotes
+      to inexact dtype.
+
+    Examples:
+      >>> x1 = jnp.array([0.01, 0.1, 1, 10, 100, 1000])
+      >>> with jnp.printoptions(precision=2, suppress=True):
+      ...   print(jnp.log10(x1))
+      [-2. -1.  0.  1.  2.  3.]
+    """
 @overload
 def log1p(x: NamedArray, /) -> NamedArray: ...
 @overload
-def log1p(x: ArrayLike, /) -> Array: ...
+def log1p(x: ArrayLike, /) -> Array:
+    """``nx.log1p`` works elementwise and broadcasts by name: the result carries every name of its operands (one size per name), and positional axes broadcast by NumPy's rules.
+
+    The documentation of ``jax.numpy.log1p`` follows.
+
+    Calculates element-wise logarithm of one plus input, ``log(x+1)``.
+
+    JAX implementation of :obj:`numpy.log1p`.
+
+    Args:
+      x: input array or scalar.
+
+    Returns:
+      An array containing the logarithm of one plus of each element in ``x``,
+      promotes to inexact dtype.
+
+    Note:
+      ``jnp.log1p`` is more accurate than when using the naive computation of
+      ``log(x+1)`` for small values of ``x``.
+
+    See also:
+      - :func:`jax.numpy.expm1`: Calculates :math:`e^x-1` of each element of the
+        input.
+      - :func:`jax.numpy.log2`: Calculates base-2 logarithm of each element of input.
+      - :func:`jax.numpy.log`: Calculates element-wise logarithm of the input.
+
+    Examples:
+      >>> x = jnp.array([2, 5, 9, 4])
+      >>> jnp.allclose(jnp.log1p(x), jnp.log(x+1))
+      Array(True, dtype=bool)
+
+      For values very close to 0, ``jnp.log1p(x)`` is more accurate than
+      ``jnp.log(x+1)``:
+
+      >>> x1 = jnp.array([1e-4, 1e-6, 2e-10])
+      >>> jnp.expm1(jnp.log1p(x1))  # doctest: +SKIP
+      Array([1.00000005e-04, 9.99999997e-07, 2.00000003e-10], dtype=float32)
+      >>> jnp.expm1(jnp.log(x1+1))  # doctest: +SKIP
+      Array([1.000166e-04, 9.536743e-07, 0.000000e+00], dtype=float32)
+    """
 @overload
 def log2(x: NamedArray, /) -> NamedArray: ...
 @overload
-def log2(x: ArrayLike, /) -> Array: ...
+def log2(x: ArrayLike, /) -> Array:
+    """``nx.log2`` works elementwise and broadcasts by name: the result carries every name of its operands (one size per name), and positional axes broadcast by NumPy's rules.
+
+    The documentation of ``jax.numpy.log2`` follows.
+
+    Calculates the base-2 logarithm of ``x`` element-wise.
+
+    JAX implementation of :obj:`numpy.log2`.
+
+    Args:
+      x: Input array
+
+    Returns:
+      An array containing the base-2 logarithm of each element in ``x``, promotes
+      to inexact dtype.
+
+    Examples:
+      >>> x1 = jnp.array([0.25, 0.5, 1, 2, 4, 8])
+      >>> jnp.log2(x1)
+      Array([-2., -1.,  0.,  1.,  2.,  3.], dtype=float32)
+    """
 @overload
 def logaddexp(x1: NamedArray, x2: NamedArray | ArrayLike, /) -> NamedArray: ...
 @overload
 def logaddexp(x1: NamedArray | ArrayLike, x2: NamedArray, /) -> NamedArray: ...
 @overload
-def logaddexp(x1: ArrayLike, x2: ArrayLike, /) -> Array: ...
+def logaddexp(x1: ArrayLike, x2: ArrayLike, /) -> Array:
+    """``nx.logaddexp`` works elementwise and broadcasts by name: the result carries every name of its operands (one size per name), and positional axes broadcast by NumPy's rules.
+
+    The documentation of ``jax.numpy.logaddexp`` follows.
+
+    Compute ``log(exp(x1) + exp(x2))`` avoiding overflow.
+
+    JAX implementation of :obj:`numpy.logaddexp`
+
+    Args:
+      x1: input array
+      x2: input array
+
+    Returns:
+      array containing the result.
+
+    Examples:
+
+    >>> x1 = jnp.array([1, 2, 3])
+    >>> x2 = jnp.array([4, 5, 6])
+    >>> result1 = jnp.logaddexp(x1, x2)
+    >>> result2 = jnp.log(jnp.exp(x1) + jnp.exp(x2))
+    >>> print(jnp.allclose(result1, result2))
+    True
+    """
 @overload
 def logaddexp2(x1: NamedArray, x2: NamedArray | ArrayLike, /) -> NamedArray: ...
 @overload
 def logaddexp2(x1: NamedArray | ArrayLike, x2: NamedArray, /) -> NamedArray: ...
 @overload
-def logaddexp2(x1: ArrayLike, x2: ArrayLike, /) -> Array: ...
+def logaddexp2(x1: ArrayLike, x2: ArrayLike, /) -> Array:
+    """``nx.logaddexp2`` works elementwise and broadcasts by name: the result carries every name of its operands (one size per name), and positional axes broadcast by NumPy's rules.
+
+    The documentation of ``jax.numpy.logaddexp2`` follows.
+
+    Logarithm of the sum of exponentials of inputs in base-2 avoiding overflow.
+
+    JAX implementation of :obj:`numpy.logaddexp2`.
+
+    Args:
+      x1: input array or scalar.
+      x2: input array or scalar. ``x1`` and ``x2`` should either have same shape or
+        be broadcast compatible.
+
+    Returns:
+      An array containing the result, :math:`log_2(2^{x1}+2^{x2})`, element-wise.
+
+    See also:
+      - :func:`jax.numpy.logaddexp`: Computes ``log(exp(x1) + exp(x2))``, element-wise.
+      - :func:`jax.numpy.log2`: Calculates the base-2 logarithm of ``x`` element-wise.
+
+    Examples:
+      >>> x1 = jnp.array([[3, -1, 4],
+      ...                 [8, 5, -2]])
+      >>> x2 = jnp.array([2, 3, -5])
+      >>> result1 = jnp.logaddexp2(x1, x2)
+      >>> result2 = jnp.log2(jnp.exp2(x1) + jnp.exp2(x2))
+      >>> jnp.allclose(result1, result2)
+      Array(True, dtype=bool)
+    """
 @overload
 def logical_and(x1: NamedArray, x2: NamedArray | ArrayLike, /) -> NamedArray: ...
 @overload
 def logical_and(x1: NamedArray | ArrayLike, x2: NamedArray, /) -> NamedArray: ...
 @overload
-def logical_and(x1: ArrayLike, x2: ArrayLike, /) -> Array: ...
+def logical_and(x1: ArrayLike, x2: ArrayLike, /) -> Array:
+    """``nx.logical_and`` works elementwise and broadcasts by name: the result carries every name of its operands (one size per name), and positional axes broadcast by NumPy's rules.
+
+    The documentation of ``jax.numpy.logical_and`` follows.
+
+    Compute the logical AND operation elementwise.
+
+    JAX implementation of :obj:`numpy.logical_and`. This is a universal function,
+    and supports the additional APIs described at :class:`jax.numpy.ufunc`.
+
+    Args:
+      x, y: input arrays. Must be broadcastable to a common shape.
+
+    Returns:
+      Array containing the result of the element-wise logical AND.
+
+    Examples:
+      >>> x = jnp.arange(4)
+      >>> jnp.logical_and(x, 1)
+      Array([False,  True,  True,  True], dtype=bool)
+    """
 @overload
 def logical_not(x: NamedArray, /) -> NamedArray: ...
 @overload
-def logical_not(x: ArrayLike, /) -> Array: ...
+def logical_not(x: ArrayLike, /) -> Array:
+    """``nx.logical_not`` works elementwise and broadcasts by name: the result carries every name of its operands (one size per name), and positional axes broadcast by NumPy's rules.
+
+    The documentation of ``jax.numpy.logical_not`` follows.
+
+    Compute NOT bool(x) element-wise.
+
+    JAX implementation of :func:`numpy.logical_not`.
+
+    Args:
+      x: input array of any dtype.
+
+    Returns:
+      A boolean array that computes NOT bool(x) element-wise
+
+    See also:
+      - :func:`jax.numpy.invert` or :func:`jax.numpy.bitwise_invert`: bitwise NOT operation
+
+    Examples:
+      Compute NOT x element-wise on a boolean array:
+
+      >>> x = jnp.array([True, False, True])
+      >>> jnp.logical_not(x)
+      Array([False,  True, False], dtype=bool)
+
+      For boolean input, this is equivalent to :func:`~jax.numpy.invert`, which implements
+      the unary ``~`` operator:
+
+      >>> ~x
+      Array([False,  True, False], dtype=bool)
+
+      For non-boolean input, the input of :func:`logical_not` is implicitly cast to boolean:
+
+      >>> x = jnp.array([-1, 0, 1])
+      >>> jnp.logical_not(x)
+      Array([False,  True, False], dtype=bool)
+    """
 @overload
 def logical_or(x1: NamedArray, x2: NamedArray | ArrayLike, /) -> NamedArray: ...
 @overload
 def logical_or(x1: NamedArray | ArrayLike, x2: NamedArray, /) -> NamedArray: ...
 @overload
-def logical_or(x1: ArrayLike, x2: ArrayLike, /) -> Array: ...
+def logical_or(x1: ArrayLike, x2: ArrayLike, /) -> Array:
+    """``nx.logical_or`` works elementwise and broadcasts by name: the result carries every name of its operands (one size per name), and positional axes broadcast by NumPy's rules.
+
+    The documentation of ``jax.numpy.logical_or`` follows.
+
+    Compute the logical OR operation elementwise.
+
+    JAX implementation of :obj:`numpy.logical_or`. This is a universal function,
+    and supports the additional APIs described at :class:`jax.numpy.ufunc`.
+
+    Args:
+      x, y: input arrays. Must be broadcastable to a common shape.
+
+    Returns:
+      Array containing the result of the element-wise logical OR.
+
+    Examples:
+      >>> x = jnp.arange(4)
+      >>> jnp.logical_or(x, 1)
+      Array([ True,  True,  True,  True], dtype=bool)
+    """
 @overload
 def logical_xor(x1: NamedArray, x2: NamedArray | ArrayLike, /) -> NamedArray: ...
 @overload
 def logical_xor(x1: NamedArray | ArrayLike, x2: NamedArray, /) -> NamedArray: ...
 @overload
-def logical_xor(x1: ArrayLike, x2: ArrayLike, /) -> Array: ...
+def logical_xor(x1: ArrayLike, x2: ArrayLike, /) -> Array:
+    """``nx.logical_xor`` works elementwise and broadcasts by name: the result carries every name of its operands (one size per name), and positional axes broadcast by NumPy's rules.
+
+    The documentation of ``jax.numpy.logical_xor`` follows.
+
+    Compute the logical XOR operation elementwise.
+
+    JAX implementation of :obj:`numpy.logical_xor`. This is a universal function,
+    and supports the additional APIs described at :class:`jax.numpy.ufunc`.
+
+    Args:
+      x, y: input arrays. Must be broadcastable to a common shape.
+
+    Returns:
+      Array containing the result of the element-wise logical XOR.
+
+    Examples:
+      >>> x = jnp.arange(4)
+      >>> jnp.logical_xor(x, 1)
+      Array([ True, False, False, False], dtype=bool)
+    """
 @overload
 def logspace(start: NamedArray | ArrayLike, stop: NamedArray | ArrayLike, num: int = 50, endpoint: builtins.bool = True, base: NamedArray | ArrayLike = 10.0, dtype: DTypeLike | None = None, axis: int | None = None, *, name: str) -> NamedArray: ...
 @overload
@@ -1037,24 +8006,140 @@ def logspace(start: NamedArray, stop: NamedArray | ArrayLike, num: int = 50, end
 @overload
 def logspace(start: ArrayLike, stop: NamedArray, num: int = 50, endpoint: builtins.bool = True, base: NamedArray | ArrayLike = 10.0, dtype: DTypeLike | None = None, axis: int | None = None, *, name: str | None = None) -> NamedArray: ...
 @overload
-def logspace(start: ArrayLike, stop: ArrayLike, num: int = 50, endpoint: builtins.bool = True, base: NamedArray | ArrayLike = 10.0, dtype: DTypeLike | None = None, axis: int | None = None, *, name: None = None) -> jax.Array: ...
-def map(f: Callable[[Any], Any], xs: Any, axis: str, *, batch_size: int | None = None) -> Any: ...
+def logspace(start: ArrayLike, stop: ArrayLike, num: int = 50, endpoint: builtins.bool = True, base: NamedArray | ArrayLike = 10.0, dtype: DTypeLike | None = None, axis: int | None = None, *, name: None = None) -> jax.Array:
+    """``jnp.logspace``; with ``name`` the samples' axis is that named axis.
+
+    >>> import namedarray as nx
+    >>> nx.logspace(0.0, 2.0, 3, name="t").unwrap(["t"]).tolist()
+    [1.0, 10.0, 100.0]
+    """
+def map(f: Callable[[Any], Any], xs: Any, axis: str, *, batch_size: int | None = None) -> Any:
+    """``f`` of each slice of ``xs`` along the named axis ``axis``, stacked back along it.
+
+    The result is ``nx.nmap``'s over ``axis``, computed one slice at a time (``batch_size`` slices at a time,
+    vectorised, with ``batch_size=k``) so that memory holds one step's intermediates, as ``jax.lax.map``.
+    ``f`` sees ``xs`` without ``axis`` (see the module docstring for the leaves of ``xs``).
+
+    >>> import namedarray as nx, jax.numpy as jnp
+    >>> x = nx.wrap(jnp.arange(6.0).reshape(3, 2), ["row", "k"])
+    >>> nx.map(lambda r: nx.nn.softmax(r, "k"), x, axis="row", batch_size=2).named_shape
+    {'k': 2, 'row': 3}
+    """
 @overload
 def matmul(a: NamedArray, b: NamedArray | ArrayLike, *, precision: Any = None, preferred_element_type: Any = None) -> NamedArray: ...
 @overload
 def matmul(a: NamedArray | ArrayLike, b: NamedArray, *, precision: Any = None, preferred_element_type: Any = None) -> NamedArray: ...
 @overload
-def matmul(a: ArrayLike, b: ArrayLike, *, precision: Any = None, preferred_element_type: Any = None) -> Array: ...
+def matmul(a: ArrayLike, b: ArrayLike, *, precision: Any = None, preferred_element_type: Any = None) -> Array:
+    """``jnp.matmul`` on the positional axes, vectorised over names (what ``a @ b`` calls).
+
+    >>> import namedarray as nx, jax.numpy as jnp
+    >>> x = nx.wrap(jnp.ones((4, 2, 3)), ["batch", ...])
+    >>> (x @ jnp.ones((3, 5))).shape, (x @ jnp.ones((3, 5))).named_shape
+    ((2, 5), {'batch': 4})
+
+    Operands need a positional axis each, as in NumPy; to contract a named axis use :func:`dot`.
+    """
 @overload
 def matrix_transpose(x: NamedArray, /) -> NamedArray: ...
 @overload
-def matrix_transpose(x: ArrayLike, /) -> Array: ...
+def matrix_transpose(x: ArrayLike, /) -> Array:
+    """``nx.matrix_transpose`` is lifted: it runs as if vmapped over every named axis of its NamedArray arguments, and
+    the result carries their names. Integer axis arguments count positional axes only, and a value
+    whose names leave it too few positional axes is an error.
+
+    The documentation of ``jax.numpy.matrix_transpose`` follows.
+
+    Transpose the last two dimensions of an array.
+
+    JAX implementation of :func:`numpy.matrix_transpose`, implemented in terms of
+    :func:`jax.lax.transpose`.
+
+    Args:
+      x: input array, Must have ``x.ndim >= 2``
+
+    Returns:
+      matrix-transposed copy of the array.
+
+    See Also:
+      - :attr:`jax.Array.mT`: same operation accessed via an :func:`~jax.Array` property.
+      - :func:`jax.numpy.transpose`: general multi-axis transpose
+
+    Note:
+      Unlike :func:`numpy.matrix_transpose`, :func:`jax.numpy.matrix_transpose` will return a
+      copy rather than a view of the input array. However, under JIT, the compiler will
+      optimize-away such copies when possible, so this doesn't have performance impacts in practice.
+
+    Examples:
+      Here is a 2x2x2 matrix representing a batched 2x2 matrix:
+
+      >>> x = jnp.array([[[1, 2],
+      ...                 [3, 4]],
+      ...                [[5, 6],
+      ...                 [7, 8]]])
+      >>> jnp.matrix_transpose(x)
+      Array([[[1, 3],
+              [2, 4]],
+      <BLANKLINE>
+             [[5, 7],
+              [6, 8]]], dtype=int32)
+
+      For convenience, you can perform the same transpose via the :attr:`~jax.Array.mT`
+      property of :class:`jax.Array`:
+
+      >>> x.mT
+      Array([[[1, 3],
+              [2, 4]],
+      <BLANKLINE>
+             [[5, 7],
+              [6, 8]]], dtype=int32)
+    """
 @overload
 def matvec(x1: NamedArray, x2: NamedArray | ArrayLike, /) -> NamedArray: ...
 @overload
 def matvec(x1: NamedArray | ArrayLike, x2: NamedArray, /) -> NamedArray: ...
 @overload
-def matvec(x1: ArrayLike, x2: ArrayLike, /) -> Array: ...
+def matvec(x1: ArrayLike, x2: ArrayLike, /) -> Array:
+    """``nx.matvec`` is lifted: it runs as if vmapped over every named axis of its NamedArray arguments, and
+    the result carries their names. Integer axis arguments count positional axes only, and a value
+    whose names leave it too few positional axes is an error.
+
+    The documentation of ``jax.numpy.matvec`` follows.
+
+    Batched matrix-vector product.
+
+    JAX implementation of :func:`numpy.matvec`.
+
+    Args:
+      x1: array of shape ``(..., M, N)``
+      x2: array of shape ``(..., N)``. Leading dimensions must be broadcast-compatible
+        with leading dimensions of ``x1``.
+
+    Returns:
+      An array of shape ``(..., M)`` containing the batched matrix-vector product.
+
+    See also:
+      - :func:`jax.numpy.linalg.vecdot`: batched vector product.
+      - :func:`jax.numpy.vecmat`: vector-matrix product.
+      - :func:`jax.numpy.matmul`: general matrix multiplication.
+
+    Examples:
+      Simple matrix-vector product:
+
+      >>> x1 = jnp.array([[1, 2, 3],
+      ...                 [4, 5, 6]])
+      >>> x2 = jnp.array([7, 8, 9])
+      >>> jnp.matvec(x1, x2)
+      Array([ 50, 122], dtype=int32)
+
+      Batched matrix-vector product:
+
+      >>> x2 = jnp.array([[7, 8, 9],
+      ...                 [5, 6, 7]])
+      >>> jnp.matvec(x1, x2)
+      Array([[ 50, 122],
+             [ 38,  92]], dtype=int32)
+    """
 @overload
 def max(a: NamedArray, axis: int | str | Sequence[int | str] | None = None, out: None = None, keepdims: builtins.bool = False, initial: NamedArray | ArrayLike | None = None, where: NamedArray | ArrayLike | None = None) -> NamedArray: ...
 @overload
@@ -1062,28 +8147,353 @@ def max(a: NamedArray | ArrayLike, axis: int | str | Sequence[int | str] | None 
 @overload
 def max(a: NamedArray | ArrayLike, axis: int | str | Sequence[int | str] | None = None, out: None = None, keepdims: builtins.bool = False, initial: NamedArray | ArrayLike | None = None, *, where: NamedArray) -> NamedArray: ...
 @overload
-def max(a: ArrayLike, axis: int | str | Sequence[int | str] | None = None, out: None = None, keepdims: builtins.bool = False, initial: ArrayLike | None = ..., where: ArrayLike | None = ...) -> Array: ...
+def max(a: ArrayLike, axis: int | str | Sequence[int | str] | None = None, out: None = None, keepdims: builtins.bool = False, initial: ArrayLike | None = ..., where: ArrayLike | None = ...) -> Array:
+    """``nx.max`` reduces the axes given in ``axis``: positions (ints) and names (strings), mixed freely
+    (``axis=("batch", 0)``); the names not given are kept. ``axis=None`` reduces the positional axes
+    only, as in xmap, and is an error on a value whose axes are all named (except inside ``nx.xmap``).
+    ``keepdims=True`` keeps reduced positional axes (size 1); reduced names are dropped even then,
+    since names broadcast by name (``x - x.mean("batch")`` already lines up).
+
+    The documentation of ``jax.numpy.max`` follows.
+
+    Return the maximum of the array elements along a given axis.
+
+    JAX implementation of :func:`numpy.max`.
+
+    Args:
+      a: Input array.
+      axis: int or array, default=None. Axis along which the maximum to be computed.
+        If None, the maximum is computed along all the axes.
+      keepdims: bool, default=False. If true, reduced axes are left in the result
+        with size 1.
+      initial: int or array, default=None. Initial value for the maximum.
+      where: int or array of boolean dtype, default=None. The elements to be used
+        in the maximum. Array should be broadcast compatible to the input.
+        ``initial`` must be specified when ``where`` is used.
+      out: Unused by JAX.
+
+    Returns:
+      An array of maximum values along the given axis.
+
+    See also:
+      - :func:`jax.numpy.min`: Compute the minimum of array elements along a given
+        axis.
+      - :func:`jax.numpy.sum`: Compute the sum of array elements along a given axis.
+      - :func:`jax.numpy.prod`: Compute the product of array elements along a given
+        axis.
+
+    Examples:
+
+      By default, ``jnp.max`` computes the maximum of elements along all the axes.
+
+      >>> x = jnp.array([[9, 3, 4, 5],
+      ...                [5, 2, 7, 4],
+      ...                [8, 1, 3, 6]])
+      >>> jnp.max(x)
+      Array(9, dtype=int32)
+
+      If ``axis=1``, the maximum will be computed along axis 1.
+
+      >>> jnp.max(x, axis=1)
+      Array([9, 7, 8], dtype=int32)
+
+      If ``keepdims=True``, ``ndim`` of the output will be same of that of the input.
+
+      >>> jnp.max(x, axis=1, keepdims=True)
+      Array([[9],
+             [7],
+             [8]], dtype=int32)
+
+      To include only specific elements in computing the maximum, you can use
+      ``where``. It can either have same dimension as input
+
+      >>> where=jnp.array([[0, 0, 1, 0],
+      ...                  [0, 0, 1, 1],
+      ...                  [1, 1, 1, 0]], dtype=bool)
+      >>> jnp.max(x, axis=1, keepdims=True, initial=0, where=where)
+      Array([[4],
+             [7],
+             [8]], dtype=int32)
+
+      or must be broadcast compatible with input.
+
+      >>> where = jnp.array([[False],
+      ...                    [False],
+      ...                    [False]])
+      >>> jnp.max(x, axis=0, keepdims=True, initial=0, where=where)
+      Array([[0, 0, 0, 0]], dtype=int32)
+    """
 @overload
 def maximum(x1: NamedArray, x2: NamedArray | ArrayLike, /) -> NamedArray: ...
 @overload
 def maximum(x1: NamedArray | ArrayLike, x2: NamedArray, /) -> NamedArray: ...
 @overload
-def maximum(x1: ArrayLike, x2: ArrayLike, /) -> Array: ...
+def maximum(x1: ArrayLike, x2: ArrayLike, /) -> Array:
+    """``nx.maximum`` works elementwise and broadcasts by name: the result carries every name of its operands (one size per name), and positional axes broadcast by NumPy's rules.
+
+    The documentation of ``jax.numpy.maximum`` follows.
+
+    Return element-wise maximum of the input arrays.
+
+    JAX implementation of :obj:`numpy.maximum`.
+
+    Args:
+      x: input array or scalar.
+      y: input array or scalar. Both ``x`` and ``y`` should either have same shape
+        or be broadcast compatible.
+
+    Returns:
+      An array containing the element-wise maximum of ``x`` and ``y``.
+
+    Note:
+      For each pair of elements, ``jnp.maximum`` returns:
+        - larger of the two if both elements are finite numbers.
+        - ``nan`` if one element is ``nan``.
+
+    See also:
+      - :func:`jax.numpy.minimum`: Returns element-wise minimum of the input
+        arrays.
+      - :func:`jax.numpy.fmax`: Returns element-wise maximum of the input arrays,
+        ignoring NaNs.
+      - :func:`jax.numpy.amax`: Returns the maximum of array elements along a given
+        axis.
+      - :func:`jax.numpy.nanmax`: Returns the maximum of the array elements along
+        a given axis, ignoring NaNs.
+
+    Examples:
+      Inputs with ``x.shape == y.shape``:
+
+      >>> x = jnp.array([1, -5, 3, 2])
+      >>> y = jnp.array([-2, 4, 7, -6])
+      >>> jnp.maximum(x, y)
+      Array([1, 4, 7, 2], dtype=int32)
+
+      Inputs with broadcast compatibility:
+
+      >>> x1 = jnp.array([[-2, 5, 7, 4],
+      ...                 [1, -6, 3, 8]])
+      >>> y1 = jnp.array([-5, 3, 6, 9])
+      >>> jnp.maximum(x1, y1)
+      Array([[-2,  5,  7,  9],
+             [ 1,  3,  6,  9]], dtype=int32)
+
+      Inputs having ``nan``:
+
+      >>> nan = jnp.nan
+      >>> x2 = jnp.array([nan, -3, 9])
+      >>> y2 = jnp.array([[4, -2, nan],
+      ...                 [-3, -5, 10]])
+      >>> jnp.maximum(x2, y2)
+      Array([[nan, -2., nan],
+            [nan, -3., 10.]], dtype=float32)
+    """
 @overload
 def mean(a: NamedArray, axis: int | str | Sequence[int | str] | None = None, dtype: DTypeLike | None = None, out: None = None, keepdims: builtins.bool = False, *, where: NamedArray | ArrayLike | None = None) -> NamedArray: ...
 @overload
 def mean(a: NamedArray | ArrayLike, axis: int | str | Sequence[int | str] | None = None, dtype: DTypeLike | None = None, out: None = None, keepdims: builtins.bool = False, *, where: NamedArray) -> NamedArray: ...
 @overload
-def mean(a: ArrayLike, axis: int | str | Sequence[int | str] | None = None, dtype: DTypeLike | None = None, out: None = None, keepdims: builtins.bool = False, *, where: ArrayLike | None = ...) -> Array: ...
+def mean(a: ArrayLike, axis: int | str | Sequence[int | str] | None = None, dtype: DTypeLike | None = None, out: None = None, keepdims: builtins.bool = False, *, where: ArrayLike | None = ...) -> Array:
+    """``nx.mean`` reduces the axes given in ``axis``: positions (ints) and names (strings), mixed freely
+    (``axis=("batch", 0)``); the names not given are kept. ``axis=None`` reduces the positional axes
+    only, as in xmap, and is an error on a value whose axes are all named (except inside ``nx.xmap``).
+    ``keepdims=True`` keeps reduced positional axes (size 1); reduced names are dropped even then,
+    since names broadcast by name (``x - x.mean("batch")`` already lines up).
+
+    The documentation of ``jax.numpy.mean`` follows.
+
+    Return the mean of array elements along a given axis.
+
+    JAX implementation of :func:`numpy.mean`.
+
+    Args:
+      a: input array.
+      axis: optional, int or sequence of ints, default=None. Axis along which the
+        mean to be computed. If None, mean is computed along all the axes.
+      dtype: The type of the output array. If None (default) then the output dtype
+        will be match the input dtype for floating point inputs, or be set to float32
+        or float64 for non-floating-point inputs.
+      keepdims: bool, default=False. If true, reduced axes are left in the result
+        with size 1.
+      where: optional, boolean array, default=None. The elements to be used in the
+        mean. Array should be broadcast compatible to the input.
+      out: Unused by JAX.
+
+    Returns:
+      An array of the mean along the given axis.
+
+    Notes:
+      For inputs of type `float16` or `bfloat16`, the reductions will be performed at
+      float32 precision.
+
+    See also:
+      - :func:`jax.numpy.average`: Compute the weighted average of array elements
+      - :func:`jax.numpy.sum`: Compute the sum of array elements.
+
+    Examples:
+      By default, the mean is computed along all the axes.
+
+      >>> x = jnp.array([[1, 3, 4, 2],
+      ...                [5, 2, 6, 3],
+      ...                [8, 1, 2, 9]])
+      >>> jnp.mean(x)
+      Array(3.8333335, dtype=float32)
+
+      If ``axis=1``, the mean is computed along axis 1.
+
+      >>> jnp.mean(x, axis=1)
+      Array([2.5, 4. , 5. ], dtype=float32)
+
+      If ``keepdims=True``, ``ndim`` of the output is equal to that of the input.
+
+      >>> jnp.mean(x, axis=1, keepdims=True)
+      Array([[2.5],
+             [4. ],
+             [5. ]], dtype=float32)
+
+      To use only specific elements of ``x`` to compute the mean, you can use
+      ``where``.
+
+      >>> where = jnp.array([[1, 0, 1, 0],
+      ...                    [0, 1, 0, 1],
+      ...                    [1, 1, 0, 1]], dtype=bool)
+      >>> jnp.mean(x, axis=1, keepdims=True, where=where)
+      Array([[2.5],
+             [2.5],
+             [6. ]], dtype=float32)
+    """
 @overload
 def median(a: NamedArray, axis: int | str | tuple[int | str, ...] | None = None, out: None = None, overwrite_input: builtins.bool = False, keepdims: builtins.bool = False) -> NamedArray: ...
 @overload
-def median(a: ArrayLike, axis: int | str | tuple[int | str, ...] | None = None, out: None = None, overwrite_input: builtins.bool = False, keepdims: builtins.bool = False) -> Array: ...
-def mesh_shape() -> dict[str, int]: ...
+def median(a: ArrayLike, axis: int | str | tuple[int | str, ...] | None = None, out: None = None, overwrite_input: builtins.bool = False, keepdims: builtins.bool = False) -> Array:
+    """``nx.median`` reduces the axes given in ``axis``: positions (ints) and names (strings), mixed freely
+    (``axis=("batch", 0)``); the names not given are kept. ``axis=None`` reduces the positional axes
+    only, as in xmap, and is an error on a value whose axes are all named (except inside ``nx.xmap``).
+    ``keepdims=True`` keeps reduced positional axes (size 1); reduced names are dropped even then,
+    since names broadcast by name (``x - x.mean("batch")`` already lines up).
+
+    The documentation of ``jax.numpy.median`` follows.
+
+    Return the median of array elements along a given axis.
+
+    JAX implementation of :func:`numpy.median`.
+
+    Args:
+      a: input array.
+      axis: optional, int or sequence of ints, default=None. Axis along which the
+        median to be computed. If None, median is computed for the flattened array.
+      keepdims: bool, default=False. If true, reduced axes are left in the result
+        with size 1.
+      out: Unused by JAX.
+      overwrite_input: Unused by JAX.
+
+    Returns:
+      An array of the median along the given axis.
+
+    See also:
+      - :func:`jax.numpy.mean`: Compute the mean of array elements over a given axis.
+      - :func:`jax.numpy.max`: Compute the maximum of array elements over given axis.
+      - :func:`jax.numpy.min`: Compute the minimum of array elements over given axis.
+
+    Examples:
+      By default, the median is computed for the flattened array.
+
+      >>> x = jnp.array([[2, 4, 7, 1],
+      ...                [3, 5, 9, 2],
+      ...                [6, 1, 8, 3]])
+      >>> jnp.median(x)
+      Array(3.5, dtype=float32)
+
+      If ``axis=1``, the median is computed along axis 1.
+
+      >>> jnp.median(x, axis=1)
+      Array([3. , 4. , 4.5], dtype=float32)
+
+      If ``keepdims=True``, ``ndim`` of the output is equal to that of the input.
+
+      >>> jnp.median(x, axis=1, keepdims=True)
+      Array([[3. ],
+             [4. ],
+             [4.5]], dtype=float32)
+    """
+def mesh_shape() -> dict[str, int]:
+    """The mesh in context as ``{axis name: size}`` (``{}`` when there is none), whether it was entered
+    with ``jax.set_mesh`` or the legacy ``with Mesh(...)``: what ``thread_resources.env.shape`` was.
+
+    >>> import jax, namedarray as nx
+    >>> with jax.set_mesh(jax.make_mesh((1,), ("data",))):
+    ...     nx.mesh_shape()
+    {'data': 1}
+    """
 @overload
 def meshgrid(*xi: ArrayLike, copy: builtins.bool = True, sparse: builtins.bool = False, indexing: str = 'xy') -> list[Array]: ...
 @overload
-def meshgrid(*xi: NamedArray | ArrayLike, copy: builtins.bool = True, sparse: builtins.bool = False, indexing: str = 'xy') -> list[NamedArray]: ...
+def meshgrid(*xi: NamedArray | ArrayLike, copy: builtins.bool = True, sparse: builtins.bool = False, indexing: str = 'xy') -> list[NamedArray]:
+    """``nx.meshgrid`` is lifted: it runs as if vmapped over every named axis of its NamedArray arguments, and
+    the result carries their names. Integer axis arguments count positional axes only, and a value
+    whose names leave it too few positional axes is an error.
+
+    The documentation of ``jax.numpy.meshgrid`` follows.
+
+    Construct N-dimensional grid arrays from N 1-dimensional vectors.
+
+    JAX implementation of :func:`numpy.meshgrid`.
+
+    Args:
+      xi: N arrays to convert to a grid.
+      copy: whether to copy the input arrays. JAX supports only ``copy=True``,
+        though under JIT compilation the compiler may opt to avoid copies.
+      sparse: if False (default), then each returned arrays will be of shape
+        ``[len(x1), len(x2), ..., len(xN)]``. If False, then returned arrays
+        will be of shape ``[1, 1, ..., len(xi), ..., 1, 1]``.
+      indexing: options are ``'xy'`` for cartesian indexing (default) or ``'ij'``
+        for matrix indexing.
+
+    Returns:
+      A length-N list of grid arrays.
+
+    See also:
+      - :func:`jax.numpy.indices`: generate a grid of indices.
+      - :obj:`jax.numpy.mgrid`: create a meshgrid using indexing syntax.
+      - :obj:`jax.numpy.ogrid`: create an open meshgrid using indexing syntax.
+
+    Examples:
+      For the following examples, we'll use these 1D arrays as inputs:
+
+      >>> x = jnp.array([1, 2])
+      >>> y = jnp.array([10, 20, 30])
+
+      2D cartesian mesh grid:
+
+      >>> x_grid, y_grid = jnp.meshgrid(x, y)
+      >>> print(x_grid)
+      [[1 2]
+       [1 2]
+       [1 2]]
+      >>> print(y_grid)
+      [[10 10]
+       [20 20]
+       [30 30]]
+
+      2D sparse cartesian mesh grid:
+
+      >>> x_grid, y_grid = jnp.meshgrid(x, y, sparse=True)
+      >>> print(x_grid)
+      [[1 2]]
+      >>> print(y_grid)
+      [[10]
+       [20]
+       [30]]
+
+      2D matrix-index mesh grid:
+
+      >>> x_grid, y_grid = jnp.meshgrid(x, y, indexing='ij')
+      >>> print(x_grid)
+      [[1 1 1]
+       [2 2 2]]
+      >>> print(y_grid)
+      [[10 20 30]
+       [10 20 30]]
+    """
 @overload
 def min(a: NamedArray, axis: int | str | Sequence[int | str] | None = None, out: None = None, keepdims: builtins.bool = False, initial: NamedArray | ArrayLike | None = None, where: NamedArray | ArrayLike | None = None) -> NamedArray: ...
 @overload
@@ -1091,33 +8501,280 @@ def min(a: NamedArray | ArrayLike, axis: int | str | Sequence[int | str] | None 
 @overload
 def min(a: NamedArray | ArrayLike, axis: int | str | Sequence[int | str] | None = None, out: None = None, keepdims: builtins.bool = False, initial: NamedArray | ArrayLike | None = None, *, where: NamedArray) -> NamedArray: ...
 @overload
-def min(a: ArrayLike, axis: int | str | Sequence[int | str] | None = None, out: None = None, keepdims: builtins.bool = False, initial: ArrayLike | None = ..., where: ArrayLike | None = ...) -> Array: ...
+def min(a: ArrayLike, axis: int | str | Sequence[int | str] | None = None, out: None = None, keepdims: builtins.bool = False, initial: ArrayLike | None = ..., where: ArrayLike | None = ...) -> Array:
+    """``nx.min`` reduces the axes given in ``axis``: positions (ints) and names (strings), mixed freely
+    (``axis=("batch", 0)``); the names not given are kept. ``axis=None`` reduces the positional axes
+    only, as in xmap, and is an error on a value whose axes are all named (except inside ``nx.xmap``).
+    ``keepdims=True`` keeps reduced positional axes (size 1); reduced names are dropped even then,
+    since names broadcast by name (``x - x.mean("batch")`` already lines up).
+
+    The documentation of ``jax.numpy.min`` follows.
+
+    Return the minimum of array elements along a given axis.
+
+    JAX implementation of :func:`numpy.min`.
+
+    Args:
+      a: Input array.
+      axis: int or array, default=None. Axis along which the minimum to be computed.
+        If None, the minimum is computed along all the axes.
+      keepdims: bool, default=False. If true, reduced axes are left in the result
+        with size 1.
+      initial: int or array, Default=None. Initial value for the minimum.
+      where: int or array, default=None. The elements to be used in the minimum.
+        Array should be broadcast compatible to the input. ``initial`` must be
+        specified when ``where`` is used.
+      out: Unused by JAX.
+
+    Returns:
+      An array of minimum values along the given axis.
+
+    See also:
+      - :func:`jax.numpy.max`: Compute the maximum of array elements along a given
+        axis.
+      - :func:`jax.numpy.sum`: Compute the sum of array elements along a given axis.
+      - :func:`jax.numpy.prod`: Compute the product of array elements along a given
+        axis.
+
+    Examples:
+      By default, the minimum is computed along all the axes.
+
+      >>> x = jnp.array([[2, 5, 1, 6],
+      ...                [3, -7, -2, 4],
+      ...                [8, -4, 1, -3]])
+      >>> jnp.min(x)
+      Array(-7, dtype=int32)
+
+      If ``axis=1``, the minimum is computed along axis 1.
+
+      >>> jnp.min(x, axis=1)
+      Array([ 1, -7, -4], dtype=int32)
+
+      If ``keepdims=True``, ``ndim`` of the output will be same of that of the input.
+
+      >>> jnp.min(x, axis=1, keepdims=True)
+      Array([[ 1],
+             [-7],
+             [-4]], dtype=int32)
+
+      To include only specific elements in computing the minimum, you can use
+      ``where``. ``where`` can either have same dimension as input.
+
+      >>> where=jnp.array([[1, 0, 1, 0],
+      ...                  [0, 0, 1, 1],
+      ...                  [1, 1, 1, 0]], dtype=bool)
+      >>> jnp.min(x, axis=1, keepdims=True, initial=0, where=where)
+      Array([[ 0],
+             [-2],
+             [-4]], dtype=int32)
+
+      or must be broadcast compatible with input.
+
+      >>> where = jnp.array([[False],
+      ...                    [False],
+      ...                    [False]])
+      >>> jnp.min(x, axis=0, keepdims=True, initial=0, where=where)
+      Array([[0, 0, 0, 0]], dtype=int32)
+    """
 @overload
 def minimum(x1: NamedArray, x2: NamedArray | ArrayLike, /) -> NamedArray: ...
 @overload
 def minimum(x1: NamedArray | ArrayLike, x2: NamedArray, /) -> NamedArray: ...
 @overload
-def minimum(x1: ArrayLike, x2: ArrayLike, /) -> Array: ...
+def minimum(x1: ArrayLike, x2: ArrayLike, /) -> Array:
+    """``nx.minimum`` works elementwise and broadcasts by name: the result carries every name of its operands (one size per name), and positional axes broadcast by NumPy's rules.
+
+    The documentation of ``jax.numpy.minimum`` follows.
+
+    Return element-wise minimum of the input arrays.
+
+    JAX implementation of :obj:`numpy.minimum`.
+
+    Args:
+      x: input array or scalar.
+      y: input array or scalar. Both ``x`` and ``y`` should either have same shape
+        or be broadcast compatible.
+
+    Returns:
+      An array containing the element-wise minimum of ``x`` and ``y``.
+
+    Note:
+      For each pair of elements, ``jnp.minimum`` returns:
+        - smaller of the two if both elements are finite numbers.
+        - ``nan`` if one element is ``nan``.
+
+    See also:
+      - :func:`jax.numpy.maximum`: Returns element-wise maximum of the input arrays.
+      - :func:`jax.numpy.fmin`: Returns element-wise minimum of the input arrays,
+        ignoring NaNs.
+      - :func:`jax.numpy.amin`: Returns the minimum of array elements along a given
+        axis.
+      - :func:`jax.numpy.nanmin`: Returns the minimum of the array elements along
+        a given axis, ignoring NaNs.
+
+    Examples:
+      Inputs with ``x.shape == y.shape``:
+
+      >>> x = jnp.array([2, 3, 5, 1])
+      >>> y = jnp.array([-3, 6, -4, 7])
+      >>> jnp.minimum(x, y)
+      Array([-3,  3, -4,  1], dtype=int32)
+
+      Inputs having broadcast compatibility:
+
+      >>> x1 = jnp.array([[1, 5, 2],
+      ...                 [-3, 4, 7]])
+      >>> y1 = jnp.array([-2, 3, 6])
+      >>> jnp.minimum(x1, y1)
+      Array([[-2,  3,  2],
+             [-3,  3,  6]], dtype=int32)
+
+      Inputs with ``nan``:
+
+      >>> nan = jnp.nan
+      >>> x2 = jnp.array([[2.5, nan, -2],
+      ...                 [nan, 5, 6],
+      ...                 [-4, 3, 7]])
+      >>> y2 = jnp.array([1, nan, 5])
+      >>> jnp.minimum(x2, y2)
+      Array([[ 1., nan, -2.],
+             [nan, nan,  5.],
+             [-4., nan,  5.]], dtype=float32)
+    """
 @overload
 def mod(x1: NamedArray, x2: NamedArray | ArrayLike, /) -> NamedArray: ...
 @overload
 def mod(x1: NamedArray | ArrayLike, x2: NamedArray, /) -> NamedArray: ...
 @overload
-def mod(x1: ArrayLike, x2: ArrayLike, /) -> Array: ...
+def mod(x1: ArrayLike, x2: ArrayLike, /) -> Array:
+    """``nx.mod`` works elementwise and broadcasts by name: the result carries every name of its operands (one size per name), and positional axes broadcast by NumPy's rules.
+
+    The documentation of ``jax.numpy.mod`` follows.
+
+    Alias of :func:`jax.numpy.remainder`
+    """
 @overload
 def modf(x: NamedArray, /, out=None) -> tuple[NamedArray, NamedArray]: ...
 @overload
-def modf(x: ArrayLike, /, out=None) -> tuple[Array, Array]: ...
+def modf(x: ArrayLike, /, out=None) -> tuple[Array, Array]:
+    """``nx.modf`` works elementwise and broadcasts by name: the result carries every name of its operands (one size per name), and positional axes broadcast by NumPy's rules.
+
+    The documentation of ``jax.numpy.modf`` follows.
+
+    Return element-wise fractional and integral parts of the input array.
+
+    JAX implementation of :obj:`numpy.modf`.
+
+    Args:
+      x: input array or scalar.
+      out: Not used by JAX.
+
+    Returns:
+      An array containing the fractional and integral parts of the elements of ``x``,
+      promoting dtypes inexact.
+
+    See also:
+      - :func:`jax.numpy.divmod`: Calculates the integer quotient and remainder of
+        ``x1`` by ``x2`` element-wise.
+
+    Examples:
+      >>> jnp.modf(4.8)
+      (Array(0.8000002, dtype=float32, weak_type=True), Array(4., dtype=float32, weak_type=True))
+      >>> x = jnp.array([-3.4, -5.7, 0.6, 1.5, 2.3])
+      >>> jnp.modf(x)
+      (Array([-0.4000001 , -0.6999998 ,  0.6       ,  0.5       ,  0.29999995],      dtype=float32), Array([-3., -5.,  0.,  1.,  2.], dtype=float32))
+    """
 @overload
 def moveaxis(a: NamedArray, source: int | Sequence[int], destination: int | Sequence[int]) -> NamedArray: ...
 @overload
-def moveaxis(a: ArrayLike, source: int | Sequence[int], destination: int | Sequence[int]) -> Array: ...
+def moveaxis(a: ArrayLike, source: int | Sequence[int], destination: int | Sequence[int]) -> Array:
+    """``nx.moveaxis`` is lifted: it runs as if vmapped over every named axis of its NamedArray arguments, and
+    the result carries their names. Integer axis arguments count positional axes only, and a value
+    whose names leave it too few positional axes is an error.
+
+    The documentation of ``jax.numpy.moveaxis`` follows.
+
+    Move an array axis to a new position
+
+    JAX implementation of :func:`numpy.moveaxis`, implemented in terms of
+    :func:`jax.lax.transpose`.
+
+    Args:
+      a: input array
+      source: index or indices of the axes to move.
+      destination: index or indices of the axes destinations
+
+    Returns:
+      Copy of ``a`` with axes moved from ``source`` to ``destination``.
+
+    Notes:
+      Unlike :func:`numpy.moveaxis`, :func:`jax.numpy.moveaxis` will return a copy rather
+      than a view of the input array. However, under JIT, the compiler will optimize away
+      such copies when possible, so this doesn't have performance impacts in practice.
+
+    See also:
+      - :func:`jax.numpy.swapaxes`: swap two axes.
+      - :func:`jax.numpy.rollaxis`: older API for moving an axis.
+      - :func:`jax.numpy.transpose`: general axes permutation.
+
+    Examples:
+      >>> a = jnp.ones((2, 3, 4, 5))
+
+      Move axis ``1`` to the end of the array:
+
+      >>> jnp.moveaxis(a, 1, -1).shape
+      (2, 4, 5, 3)
+
+      Move the last axis to position 1:
+
+      >>> jnp.moveaxis(a, -1, 1).shape
+      (2, 5, 3, 4)
+
+      Move multiple axes:
+
+      >>> jnp.moveaxis(a, (0, 1), (-1, -2)).shape
+      (4, 5, 3, 2)
+
+      This can also be accomplished via :func:`~jax.numpy.transpose`:
+
+      >>> a.transpose(2, 3, 1, 0).shape
+      (4, 5, 3, 2)
+    """
 @overload
 def multiply(x1: NamedArray, x2: NamedArray | ArrayLike, /) -> NamedArray: ...
 @overload
 def multiply(x1: NamedArray | ArrayLike, x2: NamedArray, /) -> NamedArray: ...
 @overload
-def multiply(x1: ArrayLike, x2: ArrayLike, /) -> Array: ...
+def multiply(x1: ArrayLike, x2: ArrayLike, /) -> Array:
+    """``nx.multiply`` works elementwise and broadcasts by name: the result carries every name of its operands (one size per name), and positional axes broadcast by NumPy's rules.
+
+    The documentation of ``jax.numpy.multiply`` follows.
+
+    Multiply two arrays element-wise.
+
+    JAX implementation of :obj:`numpy.multiply`. This is a universal function,
+    and supports the additional APIs described at :class:`jax.numpy.ufunc`.
+    This function provides the implementation of the ``*`` operator for
+    JAX arrays.
+
+    Args:
+      x, y: arrays to multiply. Must be broadcastable to a common shape.
+
+    Returns:
+      Array containing the result of the element-wise multiplication.
+
+    Examples:
+      Calling ``multiply`` explicitly:
+
+      >>> x = jnp.arange(4)
+      >>> jnp.multiply(x, 10)
+      Array([ 0, 10, 20, 30], dtype=int32)
+
+      Calling ``multiply`` via the ``*`` operator:
+
+      >>> x * 10
+      Array([ 0, 10, 20, 30], dtype=int32)
+    """
 @overload
 def nan_to_num(x: NamedArray, copy: builtins.bool = True, nan: NamedArray | ArrayLike = 0.0, posinf: NamedArray | ArrayLike | None = None, neginf: NamedArray | ArrayLike | None = None) -> NamedArray: ...
 @overload
@@ -1127,23 +8784,261 @@ def nan_to_num(x: NamedArray | ArrayLike, copy: builtins.bool = True, nan: Named
 @overload
 def nan_to_num(x: NamedArray | ArrayLike, copy: builtins.bool = True, nan: NamedArray | ArrayLike = 0.0, posinf: NamedArray | ArrayLike | None = None, *, neginf: NamedArray) -> NamedArray: ...
 @overload
-def nan_to_num(x: ArrayLike, copy: builtins.bool = True, nan: ArrayLike = ..., posinf: ArrayLike | None = ..., neginf: ArrayLike | None = ...) -> Array: ...
+def nan_to_num(x: ArrayLike, copy: builtins.bool = True, nan: ArrayLike = ..., posinf: ArrayLike | None = ..., neginf: ArrayLike | None = ...) -> Array:
+    """``nx.nan_to_num`` works elementwise and broadcasts by name: the result carries every name of its operands (one size per name), and positional axes broadcast by NumPy's rules.
+
+    The documentation of ``jax.numpy.nan_to_num`` follows.
+
+    Replace NaN and infinite entries in an array.
+
+    JAX implementation of :func:`numpy.nan_to_num`.
+
+    Args:
+      x: array of values to be replaced. If it does not have an inexact
+         dtype it will be returned unmodified.
+      copy: unused by JAX
+      nan: value to substitute for NaN entries. Defaults to 0.0.
+      posinf: value to substitute for positive infinite entries.
+        Defaults to the maximum representable value.
+      neginf: value to substitute for positive infinite entries.
+        Defaults to the minimum representable value.
+
+    Returns:
+      A copy of ``x`` with the requested substitutions.
+
+    See also:
+      - :func:`jax.numpy.isnan`: return True where the array contains NaN
+      - :func:`jax.numpy.isposinf`: return True where the array contains +inf
+      - :func:`jax.numpy.isneginf`: return True where the array contains -inf
+
+    Examples:
+      >>> x = jnp.array([0, jnp.nan, 1, jnp.inf, 2, -jnp.inf])
+
+      Default substitution values:
+
+      >>> jnp.nan_to_num(x)
+      Array([ 0.0000000e+00,  0.0000000e+00,  1.0000000e+00,  3.4028235e+38,
+              2.0000000e+00, -3.4028235e+38], dtype=float32)
+
+      Overriding substitutions for ``-inf`` and ``+inf``:
+
+      >>> jnp.nan_to_num(x, posinf=999, neginf=-999)
+      Array([   0.,    0.,    1.,  999.,    2., -999.], dtype=float32)
+
+      If you only wish to substitute for NaN values while leaving ``inf`` values
+      untouched, using :func:`~jax.numpy.where` with :func:`jax.numpy.isnan` is
+      a better option:
+
+      >>> jnp.where(jnp.isnan(x), 0, x)
+      Array([  0.,   0.,   1.,  inf,   2., -inf], dtype=float32)
+    """
 @overload
 def nanargmax(a: NamedArray, axis: int | str | None = None, out: None = None, keepdims: builtins.bool | None = None) -> NamedArray: ...
 @overload
-def nanargmax(a: ArrayLike, axis: int | str | None = None, out: None = None, keepdims: builtins.bool | None = None) -> Array: ...
+def nanargmax(a: ArrayLike, axis: int | str | None = None, out: None = None, keepdims: builtins.bool | None = None) -> Array:
+    """``nx.nanargmax`` reduces one axis, given by position or by name in ``axis``; the other names are kept.
+    ``axis=None`` reduces the flattened positional axes. ``keepdims=True`` keeps a reduced positional
+    axis (size 1); a reduced name is dropped even then, since names broadcast by name.
+
+    The documentation of ``jax.numpy.nanargmax`` follows.
+
+    Return the index of the maximum value of an array, ignoring NaNs.
+
+    JAX implementation of :func:`numpy.nanargmax`.
+
+    Args:
+      a: input array
+      axis: optional integer specifying the axis along which to find the maximum
+        value. If ``axis`` is not specified, ``a`` will be flattened.
+      out: unused by JAX
+      keepdims: if True, then return an array with the same number of dimensions
+        as ``a``.
+
+    Returns:
+      an array containing the index of the maximum value along the specified axis.
+
+    Note:
+      In the case of an axis with all-NaN values, the returned index will be -1.
+      This differs from the behavior of :func:`numpy.nanargmax`, which raises an error.
+
+    See also:
+      - :func:`jax.numpy.argmax`: return the index of the maximum value.
+      - :func:`jax.numpy.nanargmin`: compute ``argmin`` while ignoring NaN values.
+
+    Examples:
+      >>> x = jnp.array([1, 3, 5, 4, jnp.nan])
+
+      Using a standard :func:`~jax.numpy.argmax` leads to potentially unexpected results:
+
+      >>> jnp.argmax(x)
+      Array(4, dtype=int32)
+
+      Using ``nanargmax`` returns the index of the maximum non-NaN value.
+
+      >>> jnp.nanargmax(x)
+      Array(2, dtype=int32)
+
+      >>> x = jnp.array([[1, 3, jnp.nan],
+      ...                [5, 4, jnp.nan]])
+      >>> jnp.nanargmax(x, axis=1)
+      Array([1, 0], dtype=int32)
+
+      >>> jnp.nanargmax(x, axis=1, keepdims=True)
+      Array([[1],
+             [0]], dtype=int32)
+    """
 @overload
 def nanargmin(a: NamedArray, axis: int | str | None = None, out: None = None, keepdims: builtins.bool | None = None) -> NamedArray: ...
 @overload
-def nanargmin(a: ArrayLike, axis: int | str | None = None, out: None = None, keepdims: builtins.bool | None = None) -> Array: ...
+def nanargmin(a: ArrayLike, axis: int | str | None = None, out: None = None, keepdims: builtins.bool | None = None) -> Array:
+    """``nx.nanargmin`` reduces one axis, given by position or by name in ``axis``; the other names are kept.
+    ``axis=None`` reduces the flattened positional axes. ``keepdims=True`` keeps a reduced positional
+    axis (size 1); a reduced name is dropped even then, since names broadcast by name.
+
+    The documentation of ``jax.numpy.nanargmin`` follows.
+
+    Return the index of the minimum value of an array, ignoring NaNs.
+
+    JAX implementation of :func:`numpy.nanargmin`.
+
+    Args:
+      a: input array
+      axis: optional integer specifying the axis along which to find the maximum
+        value. If ``axis`` is not specified, ``a`` will be flattened.
+      out: unused by JAX
+      keepdims: if True, then return an array with the same number of dimensions
+        as ``a``.
+
+    Returns:
+      an array containing the index of the minimum value along the specified axis.
+
+    Note:
+      In the case of an axis with all-NaN values, the returned index will be -1.
+      This differs from the behavior of :func:`numpy.nanargmin`, which raises an error.
+
+    See also:
+      - :func:`jax.numpy.argmin`: return the index of the minimum value.
+      - :func:`jax.numpy.nanargmax`: compute ``argmax`` while ignoring NaN values.
+
+    Examples:
+      >>> x = jnp.array([jnp.nan, 3, 5, 4, 2])
+      >>> jnp.nanargmin(x)
+      Array(4, dtype=int32)
+
+      >>> x = jnp.array([[1, 3, jnp.nan],
+      ...                [5, 4, jnp.nan]])
+      >>> jnp.nanargmin(x, axis=1)
+      Array([0, 1], dtype=int32)
+
+      >>> jnp.nanargmin(x, axis=1, keepdims=True)
+      Array([[0],
+             [1]], dtype=int32)
+    """
 @overload
 def nancumprod(a: NamedArray, axis: int | str | None = None, dtype: DTypeLike | None = None, out: None = None) -> NamedArray: ...
 @overload
-def nancumprod(a: ArrayLike, axis: int | str | None = None, dtype: DTypeLike | None = None, out: None = None) -> Array: ...
+def nancumprod(a: ArrayLike, axis: int | str | None = None, dtype: DTypeLike | None = None, out: None = None) -> Array:
+    """``nx.nancumprod`` acts along the axis given in ``axis``, by position or by name, and keeps it; every other name
+    is a batch axis. Options may be arrays, traced under ``jit`` (``roll``'s shift, ``repeat``'s
+    counts), as in ``jax.numpy``; one with named axes is an error that shows the ``nx.along``
+    spelling.
+
+    The documentation of ``jax.numpy.nancumprod`` follows.
+
+    Cumulative product of elements along an axis, ignoring NaN values.
+
+    JAX implementation of :func:`numpy.nancumprod`.
+
+    Args:
+      a: N-dimensional array to be accumulated.
+      axis: integer axis along which to accumulate. If None (default), then
+        array will be flattened and accumulated along the flattened axis.
+      dtype: optionally specify the dtype of the output. If not specified,
+        then the output dtype will match the input dtype.
+      out: unused by JAX
+
+    Returns:
+      An array containing the accumulated product along the given axis.
+
+    See also:
+      - :func:`jax.numpy.cumprod`: cumulative product without ignoring NaN values.
+      - :meth:`jax.numpy.multiply.accumulate`: cumulative product via ufunc methods.
+      - :func:`jax.numpy.prod`: product along axis
+
+    Examples:
+      >>> x = jnp.array([[1., 2., jnp.nan],
+      ...                [4., jnp.nan, 6.]])
+
+      The standard cumulative product will propagate NaN values:
+
+      >>> jnp.cumprod(x)
+      Array([ 1.,  2., nan, nan, nan, nan], dtype=float32)
+
+      :func:`~jax.numpy.nancumprod` will ignore NaN values, effectively replacing
+      them with ones:
+
+      >>> jnp.nancumprod(x)
+      Array([ 1.,  2.,  2.,  8.,  8., 48.], dtype=float32)
+
+      Cumulative product along axis 1:
+
+      >>> jnp.nancumprod(x, axis=1)
+      Array([[ 1.,  2.,  2.],
+             [ 4.,  4., 24.]], dtype=float32)
+    """
 @overload
 def nancumsum(a: NamedArray, axis: int | str | None = None, dtype: DTypeLike | None = None, out: None = None) -> NamedArray: ...
 @overload
-def nancumsum(a: ArrayLike, axis: int | str | None = None, dtype: DTypeLike | None = None, out: None = None) -> Array: ...
+def nancumsum(a: ArrayLike, axis: int | str | None = None, dtype: DTypeLike | None = None, out: None = None) -> Array:
+    """``nx.nancumsum`` acts along the axis given in ``axis``, by position or by name, and keeps it; every other name
+    is a batch axis. Options may be arrays, traced under ``jit`` (``roll``'s shift, ``repeat``'s
+    counts), as in ``jax.numpy``; one with named axes is an error that shows the ``nx.along``
+    spelling.
+
+    The documentation of ``jax.numpy.nancumsum`` follows.
+
+    Cumulative sum of elements along an axis, ignoring NaN values.
+
+    JAX implementation of :func:`numpy.nancumsum`.
+
+    Args:
+      a: N-dimensional array to be accumulated.
+      axis: integer axis along which to accumulate. If None (default), then
+        array will be flattened and accumulated along the flattened axis.
+      dtype: optionally specify the dtype of the output. If not specified,
+        then the output dtype will match the input dtype.
+      out: unused by JAX
+
+    Returns:
+      An array containing the accumulated sum along the given axis.
+
+    See also:
+      - :func:`jax.numpy.cumsum`: cumulative sum without ignoring NaN values.
+      - :func:`jax.numpy.cumulative_sum`: cumulative sum via the array API standard.
+      - :meth:`jax.numpy.add.accumulate`: cumulative sum via ufunc methods.
+      - :func:`jax.numpy.sum`: sum along axis
+
+    Examples:
+      >>> x = jnp.array([[1., 2., jnp.nan],
+      ...                [4., jnp.nan, 6.]])
+
+      The standard cumulative sum will propagate NaN values:
+
+      >>> jnp.cumsum(x)
+      Array([ 1.,  3., nan, nan, nan, nan], dtype=float32)
+
+      :func:`~jax.numpy.nancumsum` will ignore NaN values, effectively replacing
+      them with zeros:
+
+      >>> jnp.nancumsum(x)
+      Array([ 1.,  3.,  3.,  7.,  7., 13.], dtype=float32)
+
+      Cumulative sum along axis 1:
+
+      >>> jnp.nancumsum(x, axis=1)
+      Array([[ 1.,  3.,  3.],
+             [ 4.,  4., 10.]], dtype=float32)
+    """
 @overload
 def nanmax(a: NamedArray, axis: int | str | Sequence[int | str] | None = None, out: None = None, keepdims: builtins.bool = False, initial: NamedArray | ArrayLike | None = None, where: NamedArray | ArrayLike | None = None) -> NamedArray: ...
 @overload
@@ -1151,17 +9046,233 @@ def nanmax(a: NamedArray | ArrayLike, axis: int | str | Sequence[int | str] | No
 @overload
 def nanmax(a: NamedArray | ArrayLike, axis: int | str | Sequence[int | str] | None = None, out: None = None, keepdims: builtins.bool = False, initial: NamedArray | ArrayLike | None = None, *, where: NamedArray) -> NamedArray: ...
 @overload
-def nanmax(a: ArrayLike, axis: int | str | Sequence[int | str] | None = None, out: None = None, keepdims: builtins.bool = False, initial: ArrayLike | None = ..., where: ArrayLike | None = ...) -> Array: ...
+def nanmax(a: ArrayLike, axis: int | str | Sequence[int | str] | None = None, out: None = None, keepdims: builtins.bool = False, initial: ArrayLike | None = ..., where: ArrayLike | None = ...) -> Array:
+    """``nx.nanmax`` reduces the axes given in ``axis``: positions (ints) and names (strings), mixed freely
+    (``axis=("batch", 0)``); the names not given are kept. ``axis=None`` reduces the positional axes
+    only, as in xmap, and is an error on a value whose axes are all named (except inside ``nx.xmap``).
+    ``keepdims=True`` keeps reduced positional axes (size 1); reduced names are dropped even then,
+    since names broadcast by name (``x - x.mean("batch")`` already lines up).
+
+    The documentation of ``jax.numpy.nanmax`` follows.
+
+    Return the maximum of the array elements along a given axis, ignoring NaNs.
+
+    JAX implementation of :func:`numpy.nanmax`.
+
+    Args:
+      a: Input array.
+      axis: int or sequence of ints, default=None. Axis along which the maximum is
+        computed. If None, the maximum is computed along the flattened array.
+      keepdims: bool, default=False. If True, reduced axes are left in the result
+        with size 1.
+      initial: int or array, default=None. Initial value for the maximum.
+      where: array of boolean dtype, default=None. The elements to be used in the
+        maximum. Array should be broadcast compatible to the input. ``initial``
+        must be specified when ``where`` is used.
+      out: Unused by JAX.
+
+    Returns:
+      An array of maximum values along the given axis, ignoring NaNs. If all values
+      are NaNs along the given axis, returns ``nan``.
+
+    See also:
+      - :func:`jax.numpy.nanmin`: Compute the minimum of array elements along a
+        given axis, ignoring NaNs.
+      - :func:`jax.numpy.nansum`: Compute the sum of array elements along a given
+        axis, ignoring NaNs.
+      - :func:`jax.numpy.nanprod`: Compute the product of array elements along a
+        given axis, ignoring NaNs.
+      - :func:`jax.numpy.nanmean`: Compute the mean of array elements along a given
+        axis, ignoring NaNs.
+
+    Examples:
+
+      By default, ``jnp.nanmax`` computes the maximum of elements along the flattened
+      array.
+
+      >>> nan = jnp.nan
+      >>> x = jnp.array([[8, nan, 4, 6],
+      ...                [nan, -2, nan, -4],
+      ...                [-2, 1, 7, nan]])
+      >>> jnp.nanmax(x)
+      Array(8., dtype=float32)
+
+      If ``axis=1``, the maximum will be computed along axis 1.
+
+      >>> jnp.nanmax(x, axis=1)
+      Array([ 8., -2.,  7.], dtype=float32)
+
+      If ``keepdims=True``, ``ndim`` of the output will be same of that of the input.
+
+      >>> jnp.nanmax(x, axis=1, keepdims=True)
+      Array([[ 8.],
+             [-2.],
+             [ 7.]], dtype=float32)
+
+      To include only specific elements in computing the maximum, you can use
+      ``where``. It can either have same dimension as input
+
+      >>> where=jnp.array([[0, 0, 1, 0],
+      ...                  [0, 0, 1, 1],
+      ...                  [1, 1, 1, 0]], dtype=bool)
+      >>> jnp.nanmax(x, axis=1, keepdims=True, initial=0, where=where)
+      Array([[4.],
+             [0.],
+             [7.]], dtype=float32)
+
+      or must be broadcast compatible with input.
+
+      >>> where = jnp.array([[True],
+      ...                    [False],
+      ...                    [False]])
+      >>> jnp.nanmax(x, axis=0, keepdims=True, initial=0, where=where)
+      Array([[8., 0., 4., 6.]], dtype=float32)
+    """
 @overload
 def nanmean(a: NamedArray, axis: int | str | Sequence[int | str] | None = None, dtype: DTypeLike | None = None, out: None = None, keepdims: builtins.bool = False, where: NamedArray | ArrayLike | None = None) -> NamedArray: ...
 @overload
 def nanmean(a: NamedArray | ArrayLike, axis: int | str | Sequence[int | str] | None = None, dtype: DTypeLike | None = None, out: None = None, keepdims: builtins.bool = False, *, where: NamedArray) -> NamedArray: ...
 @overload
-def nanmean(a: ArrayLike, axis: int | str | Sequence[int | str] | None = None, dtype: DTypeLike | None = None, out: None = None, keepdims: builtins.bool = False, where: ArrayLike | None = ...) -> Array: ...
+def nanmean(a: ArrayLike, axis: int | str | Sequence[int | str] | None = None, dtype: DTypeLike | None = None, out: None = None, keepdims: builtins.bool = False, where: ArrayLike | None = ...) -> Array:
+    """``nx.nanmean`` reduces the axes given in ``axis``: positions (ints) and names (strings), mixed freely
+    (``axis=("batch", 0)``); the names not given are kept. ``axis=None`` reduces the positional axes
+    only, as in xmap, and is an error on a value whose axes are all named (except inside ``nx.xmap``).
+    ``keepdims=True`` keeps reduced positional axes (size 1); reduced names are dropped even then,
+    since names broadcast by name (``x - x.mean("batch")`` already lines up).
+
+    The documentation of ``jax.numpy.nanmean`` follows.
+
+    Return the mean of the array elements along a given axis, ignoring NaNs.
+
+    JAX implementation of :func:`numpy.nanmean`.
+
+    Args:
+      a: Input array.
+      axis: int or sequence of ints, default=None. Axis along which the mean is
+        computed. If None, the mean is computed along the flattened array.
+      dtype: The type of the output array. Default=None.
+      keepdims: bool, default=False. If True, reduced axes are left in the result
+        with size 1.
+      where: array of boolean dtype, default=None. The elements to be used in
+        computing mean. Array should be broadcast compatible to the input.
+      out: Unused by JAX.
+
+    Returns:
+      An array containing the mean of array elements along the given axis, ignoring
+      NaNs. If all elements along the given axis are NaNs, returns ``nan``.
+
+    See also:
+      - :func:`jax.numpy.nanmin`: Compute the minimum of array elements along a
+        given axis, ignoring NaNs.
+      - :func:`jax.numpy.nanmax`: Compute the maximum of array elements along a
+        given axis, ignoring NaNs.
+      - :func:`jax.numpy.nansum`: Compute the sum of array elements along a given
+        axis, ignoring NaNs.
+      - :func:`jax.numpy.nanprod`: Compute the product of array elements along a
+        given axis, ignoring NaNs.
+
+    Examples:
+
+      By default, ``jnp.nanmean`` computes the mean of elements along the flattened
+      array.
+
+      >>> nan = jnp.nan
+      >>> x = jnp.array([[2, nan, 4, 3],
+      ...                [nan, -2, nan, 9],
+      ...                [4, -7, 6, nan]])
+      >>> jnp.nanmean(x)
+      Array(2.375, dtype=float32)
+
+      If ``axis=1``, mean will be computed along axis 1.
+
+      >>> jnp.nanmean(x, axis=1)
+      Array([3. , 3.5, 1. ], dtype=float32)
+
+      If ``keepdims=True``, ``ndim`` of the output will be same of that of the input.
+
+      >>> jnp.nanmean(x, axis=1, keepdims=True)
+      Array([[3. ],
+             [3.5],
+             [1. ]], dtype=float32)
+
+      ``where`` can be used to include only specific elements in computing the mean.
+
+      >>> where = jnp.array([[1, 0, 1, 0],
+      ...                    [0, 0, 1, 1],
+      ...                    [1, 1, 0, 1]], dtype=bool)
+      >>> jnp.nanmean(x, axis=1, keepdims=True, where=where)
+      Array([[ 3. ],
+             [ 9. ],
+             [-1.5]], dtype=float32)
+
+      If ``where`` is ``False`` at all elements, ``jnp.nanmean`` returns ``nan``
+      along the given axis.
+
+      >>> where = jnp.array([[False],
+      ...                    [False],
+      ...                    [False]])
+      >>> jnp.nanmean(x, axis=0, keepdims=True, where=where)
+      Array([[nan, nan, nan, nan]], dtype=float32)
+    """
 @overload
 def nanmedian(a: NamedArray, axis: int | str | tuple[int | str, ...] | None = None, out: None = None, overwrite_input: builtins.bool = False, keepdims: builtins.bool = False) -> NamedArray: ...
 @overload
-def nanmedian(a: ArrayLike, axis: int | str | tuple[int | str, ...] | None = None, out: None = None, overwrite_input: builtins.bool = False, keepdims: builtins.bool = False) -> Array: ...
+def nanmedian(a: ArrayLike, axis: int | str | tuple[int | str, ...] | None = None, out: None = None, overwrite_input: builtins.bool = False, keepdims: builtins.bool = False) -> Array:
+    """``nx.nanmedian`` reduces the axes given in ``axis``: positions (ints) and names (strings), mixed freely
+    (``axis=("batch", 0)``); the names not given are kept. ``axis=None`` reduces the positional axes
+    only, as in xmap, and is an error on a value whose axes are all named (except inside ``nx.xmap``).
+    ``keepdims=True`` keeps reduced positional axes (size 1); reduced names are dropped even then,
+    since names broadcast by name (``x - x.mean("batch")`` already lines up).
+
+    The documentation of ``jax.numpy.nanmedian`` follows.
+
+    Return the median of array elements along a given axis, ignoring NaNs.
+
+    JAX implementation of :func:`numpy.nanmedian`.
+
+    Args:
+      a: input array.
+      axis: optional, int or sequence of ints, default=None. Axis along which the
+        median to be computed. If None, median is computed for the flattened array.
+      keepdims: bool, default=False. If true, reduced axes are left in the result
+        with size 1.
+      out: Unused by JAX.
+      overwrite_input: Unused by JAX.
+
+    Returns:
+      An array containing the median along the given axis, ignoring NaNs. If all
+      elements along the given axis are NaNs, returns ``nan``.
+
+    See also:
+      - :func:`jax.numpy.nanmean`: Compute the mean of array elements over a given
+        axis, ignoring NaNs.
+      - :func:`jax.numpy.nanmax`: Compute the maximum of array elements over given
+        axis, ignoring NaNs.
+      - :func:`jax.numpy.nanmin`: Compute the minimum of array elements over given
+        axis, ignoring NaNs.
+
+    Examples:
+      By default, the median is computed for the flattened array.
+
+      >>> nan = jnp.nan
+      >>> x = jnp.array([[2, nan, 7, nan],
+      ...                [nan, 5, 9, 2],
+      ...                [6, 1, nan, 3]])
+      >>> jnp.nanmedian(x)
+      Array(4., dtype=float32)
+
+      If ``axis=1``, the median is computed along axis 1.
+
+      >>> jnp.nanmedian(x, axis=1)
+      Array([4.5, 5. , 3. ], dtype=float32)
+
+      If ``keepdims=True``, ``ndim`` of the output is equal to that of the input.
+
+      >>> jnp.nanmedian(x, axis=1, keepdims=True)
+      Array([[4.5],
+             [5. ],
+             [3. ]], dtype=float32)
+    """
 @overload
 def nanmin(a: NamedArray, axis: int | str | Sequence[int | str] | None = None, out: None = None, keepdims: builtins.bool = False, initial: NamedArray | ArrayLike | None = None, where: NamedArray | ArrayLike | None = None) -> NamedArray: ...
 @overload
@@ -1169,7 +9280,88 @@ def nanmin(a: NamedArray | ArrayLike, axis: int | str | Sequence[int | str] | No
 @overload
 def nanmin(a: NamedArray | ArrayLike, axis: int | str | Sequence[int | str] | None = None, out: None = None, keepdims: builtins.bool = False, initial: NamedArray | ArrayLike | None = None, *, where: NamedArray) -> NamedArray: ...
 @overload
-def nanmin(a: ArrayLike, axis: int | str | Sequence[int | str] | None = None, out: None = None, keepdims: builtins.bool = False, initial: ArrayLike | None = ..., where: ArrayLike | None = ...) -> Array: ...
+def nanmin(a: ArrayLike, axis: int | str | Sequence[int | str] | None = None, out: None = None, keepdims: builtins.bool = False, initial: ArrayLike | None = ..., where: ArrayLike | None = ...) -> Array:
+    """``nx.nanmin`` reduces the axes given in ``axis``: positions (ints) and names (strings), mixed freely
+    (``axis=("batch", 0)``); the names not given are kept. ``axis=None`` reduces the positional axes
+    only, as in xmap, and is an error on a value whose axes are all named (except inside ``nx.xmap``).
+    ``keepdims=True`` keeps reduced positional axes (size 1); reduced names are dropped even then,
+    since names broadcast by name (``x - x.mean("batch")`` already lines up).
+
+    The documentation of ``jax.numpy.nanmin`` follows.
+
+    Return the minimum of the array elements along a given axis, ignoring NaNs.
+
+    JAX implementation of :func:`numpy.nanmin`.
+
+    Args:
+      a: Input array.
+      axis: int or sequence of ints, default=None. Axis along which the minimum is
+        computed. If None, the minimum is computed along the flattened array.
+      keepdims: bool, default=False. If True, reduced axes are left in the result
+        with size 1.
+      initial: int or array, default=None. Initial value for the minimum.
+      where: array of boolean dtype, default=None. The elements to be used in the
+        minimum. Array should be broadcast compatible to the input. ``initial``
+        must be specified when ``where`` is used.
+      out: Unused by JAX.
+
+    Returns:
+      An array of minimum values along the given axis, ignoring NaNs. If all values
+      are NaNs along the given axis, returns ``nan``.
+
+    See also:
+      - :func:`jax.numpy.nanmax`: Compute the maximum of array elements along a
+        given axis, ignoring NaNs.
+      - :func:`jax.numpy.nansum`: Compute the sum of array elements along a given
+        axis, ignoring NaNs.
+      - :func:`jax.numpy.nanprod`: Compute the product of array elements along a
+        given axis, ignoring NaNs.
+      - :func:`jax.numpy.nanmean`: Compute the mean of array elements along a given
+        axis, ignoring NaNs.
+
+    Examples:
+
+      By default, ``jnp.nanmin`` computes the minimum of elements along the flattened
+      array.
+
+      >>> nan = jnp.nan
+      >>> x = jnp.array([[1, nan, 4, 5],
+      ...                [nan, -2, nan, -4],
+      ...                [2, 1, 3, nan]])
+      >>> jnp.nanmin(x)
+      Array(-4., dtype=float32)
+
+      If ``axis=1``, the maximum will be computed along axis 1.
+
+      >>> jnp.nanmin(x, axis=1)
+      Array([ 1., -4.,  1.], dtype=float32)
+
+      If ``keepdims=True``, ``ndim`` of the output will be same of that of the input.
+
+      >>> jnp.nanmin(x, axis=1, keepdims=True)
+      Array([[ 1.],
+             [-4.],
+             [ 1.]], dtype=float32)
+
+      To include only specific elements in computing the maximum, you can use
+      ``where``. It can either have same dimension as input
+
+      >>> where=jnp.array([[0, 0, 1, 0],
+      ...                  [0, 0, 1, 1],
+      ...                  [1, 1, 1, 0]], dtype=bool)
+      >>> jnp.nanmin(x, axis=1, keepdims=True, initial=0, where=where)
+      Array([[ 0.],
+             [-4.],
+             [ 0.]], dtype=float32)
+
+      or must be broadcast compatible with input.
+
+      >>> where = jnp.array([[False],
+      ...                    [True],
+      ...                    [False]])
+      >>> jnp.nanmin(x, axis=0, keepdims=True, initial=0, where=where)
+      Array([[ 0., -2.,  0., -4.]], dtype=float32)
+    """
 @overload
 def nanpercentile(a: NamedArray, q: NamedArray | ArrayLike, axis: int | str | tuple[int | str, ...] | None = None, out: None = None, overwrite_input: builtins.bool = False, method: str = 'linear', keepdims: builtins.bool = False, *, weights: NamedArray | ArrayLike | None = None) -> NamedArray: ...
 @overload
@@ -1177,7 +9369,64 @@ def nanpercentile(a: NamedArray | ArrayLike, q: NamedArray, axis: int | str | tu
 @overload
 def nanpercentile(a: NamedArray | ArrayLike, q: NamedArray | ArrayLike, axis: int | str | tuple[int | str, ...] | None = None, out: None = None, overwrite_input: builtins.bool = False, method: str = 'linear', keepdims: builtins.bool = False, *, weights: NamedArray) -> NamedArray: ...
 @overload
-def nanpercentile(a: ArrayLike, q: ArrayLike, axis: int | str | tuple[int | str, ...] | None = None, out: None = None, overwrite_input: builtins.bool = False, method: str = 'linear', keepdims: builtins.bool = False, *, weights: ArrayLike | None = ...) -> Array: ...
+def nanpercentile(a: ArrayLike, q: ArrayLike, axis: int | str | tuple[int | str, ...] | None = None, out: None = None, overwrite_input: builtins.bool = False, method: str = 'linear', keepdims: builtins.bool = False, *, weights: ArrayLike | None = ...) -> Array:
+    """``nx.nanpercentile`` reduces the axes given in ``axis``: positions (ints) and names (strings), mixed freely
+    (``axis=("batch", 0)``); the names not given are kept. ``axis=None`` reduces the positional axes
+    only, as in xmap, and is an error on a value whose axes are all named (except inside ``nx.xmap``).
+    ``keepdims=True`` keeps reduced positional axes (size 1); reduced names are dropped even then,
+    since names broadcast by name (``x - x.mean("batch")`` already lines up).
+
+    The documentation of ``jax.numpy.nanpercentile`` follows.
+
+    Compute the percentile of the data along the specified axis, ignoring NaN values.
+
+    JAX implementation of :func:`numpy.nanpercentile`.
+
+    Args:
+      a: N-dimensional array input.
+      q: scalar or 1-dimensional array specifying the desired quantiles. ``q``
+        should contain integer or floating point values between ``0`` and ``100``.
+      axis: optional axis or tuple of axes along which to compute the quantile
+      out: not implemented by JAX; will error if not None
+      overwrite_input: not implemented by JAX; will error if not False
+      method: specify the interpolation method to use. Options are one of
+        ``["linear", "lower", "higher", "midpoint", "nearest"]``.
+        default is ``linear``.
+      keepdims: if True, then the returned array will have the same number of
+        dimensions as the input. Default is False.
+      weights: keyword-only. optional array of weights for each element in `a`.
+        Values with higher weights contribute more to the percentile calculation.
+        The weights array must be broadcastable to the shape of `a` along the specified axis.
+        NaN values in `a` are ignored. Weighted percentiles are currently only supported when `method="inverted_cdf"`.
+    Returns:
+      An array containing the specified percentiles along the specified axes.
+
+    See also:
+      - :func:`jax.numpy.nanquantile`: compute the nan-aware quantile (0.0-1.0)
+      - :func:`jax.numpy.percentile`: compute the percentile without special
+        handling of NaNs.
+
+    Examples:
+      Computing the median and quartiles of a 1D array:
+
+      >>> x = jnp.array([0, 1, 2, jnp.nan, 3, 4, 5, 6])
+      >>> q = jnp.array([25, 50, 75])
+
+      Because of the NaN value, :func:`jax.numpy.percentile` returns all NaNs,
+      while :func:`~jax.numpy.nanpercentile` ignores them:
+
+      >>> jnp.percentile(x, q)
+      Array([nan, nan, nan], dtype=float32)
+      >>> jnp.nanpercentile(x, q)
+      Array([1.5, 3. , 4.5], dtype=float32)
+
+      Computing weighted percentiles while ignoring NaNs:
+
+      >>> x = jnp.array([1, 2, jnp.nan, 4, 5])
+      >>> weights = jnp.array([1, 1, 1, 2, 1])
+      >>> jnp.nanpercentile(x, 50, weights=weights, method='inverted_cdf')
+      Array(4.0, dtype=float32)
+    """
 @overload
 def nanprod(a: NamedArray, axis: int | str | Sequence[int | str] | None = None, dtype: DTypeLike | None = None, out: None = None, keepdims: builtins.bool = False, initial: NamedArray | ArrayLike | None = None, where: NamedArray | ArrayLike | None = None) -> NamedArray: ...
 @overload
@@ -1185,7 +9434,88 @@ def nanprod(a: NamedArray | ArrayLike, axis: int | str | Sequence[int | str] | N
 @overload
 def nanprod(a: NamedArray | ArrayLike, axis: int | str | Sequence[int | str] | None = None, dtype: DTypeLike | None = None, out: None = None, keepdims: builtins.bool = False, initial: NamedArray | ArrayLike | None = None, *, where: NamedArray) -> NamedArray: ...
 @overload
-def nanprod(a: ArrayLike, axis: int | str | Sequence[int | str] | None = None, dtype: DTypeLike | None = None, out: None = None, keepdims: builtins.bool = False, initial: ArrayLike | None = ..., where: ArrayLike | None = ...) -> Array: ...
+def nanprod(a: ArrayLike, axis: int | str | Sequence[int | str] | None = None, dtype: DTypeLike | None = None, out: None = None, keepdims: builtins.bool = False, initial: ArrayLike | None = ..., where: ArrayLike | None = ...) -> Array:
+    """``nx.nanprod`` reduces the axes given in ``axis``: positions (ints) and names (strings), mixed freely
+    (``axis=("batch", 0)``); the names not given are kept. ``axis=None`` reduces the positional axes
+    only, as in xmap, and is an error on a value whose axes are all named (except inside ``nx.xmap``).
+    ``keepdims=True`` keeps reduced positional axes (size 1); reduced names are dropped even then,
+    since names broadcast by name (``x - x.mean("batch")`` already lines up).
+
+    The documentation of ``jax.numpy.nanprod`` follows.
+
+    Return the product of the array elements along a given axis, ignoring NaNs.
+
+    JAX implementation of :func:`numpy.nanprod`.
+
+    Args:
+      a: Input array.
+      axis: int or sequence of ints, default=None. Axis along which the product is
+        computed. If None, the product is computed along the flattened array.
+      dtype: The type of the output array. Default=None.
+      keepdims: bool, default=False. If True, reduced axes are left in the result
+        with size 1.
+      initial: int or array, default=None. Initial value for the product.
+      where: array of boolean dtype, default=None. The elements to be used in the
+        product. Array should be broadcast compatible to the input.
+      out: Unused by JAX.
+
+    Returns:
+      An array containing the product of array elements along the given axis,
+      ignoring NaNs. If all elements along the given axis are NaNs, returns 1.
+
+    See also:
+      - :func:`jax.numpy.nanmin`: Compute the minimum of array elements along a
+        given axis, ignoring NaNs.
+      - :func:`jax.numpy.nanmax`: Compute the maximum of array elements along a
+        given axis, ignoring NaNs.
+      - :func:`jax.numpy.nansum`: Compute the sum of array elements along a given
+        axis, ignoring NaNs.
+      - :func:`jax.numpy.nanmean`: Compute the mean of array elements along a given
+        axis, ignoring NaNs.
+
+    Examples:
+
+      By default, ``jnp.nanprod`` computes the product of elements along the flattened
+      array.
+
+      >>> nan = jnp.nan
+      >>> x = jnp.array([[nan, 3, 4, nan],
+      ...                [5, nan, 1, 3],
+      ...                [2, 1, nan, 1]])
+      >>> jnp.nanprod(x)
+      Array(360., dtype=float32)
+
+      If ``axis=1``, the product will be computed along axis 1.
+
+      >>> jnp.nanprod(x, axis=1)
+      Array([12., 15.,  2.], dtype=float32)
+
+      If ``keepdims=True``, ``ndim`` of the output will be same of that of the input.
+
+      >>> jnp.nanprod(x, axis=1, keepdims=True)
+      Array([[12.],
+             [15.],
+             [ 2.]], dtype=float32)
+
+      To include only specific elements in computing the maximum, you can use ``where``.
+
+      >>> where=jnp.array([[1, 0, 1, 0],
+      ...                  [0, 0, 1, 1],
+      ...                  [1, 1, 1, 0]], dtype=bool)
+      >>> jnp.nanprod(x, axis=1, keepdims=True, where=where)
+      Array([[4.],
+             [3.],
+             [2.]], dtype=float32)
+
+      If ``where`` is ``False`` at all elements, ``jnp.nanprod`` returns 1 along
+      the given axis.
+
+      >>> where = jnp.array([[False],
+      ...                    [False],
+      ...                    [False]])
+      >>> jnp.nanprod(x, axis=0, keepdims=True, where=where)
+      Array([[1., 1., 1., 1.]], dtype=float32)
+    """
 @overload
 def nanquantile(a: NamedArray, q: NamedArray | ArrayLike, axis: int | str | tuple[int | str, ...] | None = None, out: None = None, overwrite_input: builtins.bool = False, method: str = 'linear', keepdims: builtins.bool = False, *, weights: NamedArray | ArrayLike | None = None) -> NamedArray: ...
 @overload
@@ -1193,7 +9523,65 @@ def nanquantile(a: NamedArray | ArrayLike, q: NamedArray, axis: int | str | tupl
 @overload
 def nanquantile(a: NamedArray | ArrayLike, q: NamedArray | ArrayLike, axis: int | str | tuple[int | str, ...] | None = None, out: None = None, overwrite_input: builtins.bool = False, method: str = 'linear', keepdims: builtins.bool = False, *, weights: NamedArray) -> NamedArray: ...
 @overload
-def nanquantile(a: ArrayLike, q: ArrayLike, axis: int | str | tuple[int | str, ...] | None = None, out: None = None, overwrite_input: builtins.bool = False, method: str = 'linear', keepdims: builtins.bool = False, *, weights: ArrayLike | None = ...) -> Array: ...
+def nanquantile(a: ArrayLike, q: ArrayLike, axis: int | str | tuple[int | str, ...] | None = None, out: None = None, overwrite_input: builtins.bool = False, method: str = 'linear', keepdims: builtins.bool = False, *, weights: ArrayLike | None = ...) -> Array:
+    """``nx.nanquantile`` reduces the axes given in ``axis``: positions (ints) and names (strings), mixed freely
+    (``axis=("batch", 0)``); the names not given are kept. ``axis=None`` reduces the positional axes
+    only, as in xmap, and is an error on a value whose axes are all named (except inside ``nx.xmap``).
+    ``keepdims=True`` keeps reduced positional axes (size 1); reduced names are dropped even then,
+    since names broadcast by name (``x - x.mean("batch")`` already lines up).
+
+    The documentation of ``jax.numpy.nanquantile`` follows.
+
+    Compute the quantile of the data along the specified axis, ignoring NaNs.
+
+    JAX implementation of :func:`numpy.nanquantile`.
+
+    Args:
+      a: N-dimensional array input.
+      q: scalar or 1-dimensional array specifying the desired quantiles. ``q``
+        should contain floating-point values between ``0.0`` and ``1.0``.
+      axis: optional axis or tuple of axes along which to compute the quantile
+      out: not implemented by JAX; will error if not None
+      overwrite_input: not implemented by JAX; will error if not False
+      method: specify the interpolation method to use. Options are one of
+        ``["linear", "lower", "higher", "midpoint", "nearest"]``.
+        default is ``linear``.
+      keepdims: if True, then the returned array will have the same number of
+        dimensions as the input. Default is False.
+      weights: keyword-only. Optional array of weights for each element in `a`.
+        Values with higher weights contribute more to the quantile calculation.
+        The weights array must be broadcastable to the shape of `a` along the specified axis.
+        NaN values in `a` are ignored when computing the quantiles.
+        Weighted quantiles are currently only supported when `method="inverted_cdf"`.
+
+    Returns:
+      An array containing the specified quantiles along the specified axes.
+
+    See also:
+      - :func:`jax.numpy.quantile`: compute the quantile without ignoring nans
+      - :func:`jax.numpy.nanpercentile`: compute the percentile (0-100)
+
+    Examples:
+      Computing the median and quartiles of a 1D array:
+
+      >>> x = jnp.array([0, 1, 2, jnp.nan, 3, 4, 5, 6])
+      >>> q = jnp.array([0.25, 0.5, 0.75])
+
+      Because of the NaN value, :func:`jax.numpy.quantile` returns all NaNs,
+      while :func:`~jax.numpy.nanquantile` ignores them:
+
+      >>> jnp.quantile(x, q)
+      Array([nan, nan, nan], dtype=float32)
+      >>> jnp.nanquantile(x, q)
+      Array([1.5, 3. , 4.5], dtype=float32)
+
+      Computing weighted quantiles while ignoring NaNs:
+
+      >>> x = jnp.array([1, 2, jnp.nan, 4, 5])
+      >>> weights = jnp.array([1, 1, 1, 2, 1])
+      >>> jnp.nanquantile(x, 0.5, weights=weights, method='inverted_cdf')
+      Array(4.0, dtype=float32)
+    """
 @overload
 def nanstd(a: NamedArray, axis: int | str | Sequence[int | str] | None = None, dtype: DTypeLike | None = None, out: None = None, ddof: int = 0, keepdims: builtins.bool = False, where: NamedArray | ArrayLike | None = None, mean: NamedArray | ArrayLike | None = None) -> NamedArray: ...
 @overload
@@ -1201,7 +9589,84 @@ def nanstd(a: NamedArray | ArrayLike, axis: int | str | Sequence[int | str] | No
 @overload
 def nanstd(a: NamedArray | ArrayLike, axis: int | str | Sequence[int | str] | None = None, dtype: DTypeLike | None = None, out: None = None, ddof: int = 0, keepdims: builtins.bool = False, where: NamedArray | ArrayLike | None = None, *, mean: NamedArray) -> NamedArray: ...
 @overload
-def nanstd(a: ArrayLike, axis: int | str | Sequence[int | str] | None = None, dtype: DTypeLike | None = None, out: None = None, ddof: int = 0, keepdims: builtins.bool = False, where: ArrayLike | None = ..., mean: ArrayLike | None = ...) -> Array: ...
+def nanstd(a: ArrayLike, axis: int | str | Sequence[int | str] | None = None, dtype: DTypeLike | None = None, out: None = None, ddof: int = 0, keepdims: builtins.bool = False, where: ArrayLike | None = ..., mean: ArrayLike | None = ...) -> Array:
+    """``nx.nanstd`` reduces the axes given in ``axis``: positions (ints) and names (strings), mixed freely
+    (``axis=("batch", 0)``); the names not given are kept. ``axis=None`` reduces the positional axes
+    only, as in xmap, and is an error on a value whose axes are all named (except inside ``nx.xmap``).
+    ``keepdims=True`` keeps reduced positional axes (size 1); reduced names are dropped even then,
+    since names broadcast by name (``x - x.mean("batch")`` already lines up).
+
+    The documentation of ``jax.numpy.nanstd`` follows.
+
+    Compute the standard deviation along a given axis, ignoring NaNs.
+
+    JAX implementation of :func:`numpy.nanstd`.
+
+    Args:
+      a: input array.
+      axis: optional, int or sequence of ints, default=None. Axis along which the
+        standard deviation is computed. If None, standard deviaiton is computed
+        along flattened array.
+      dtype: The type of the output array. Default=None.
+      ddof: int, default=0. Degrees of freedom. The divisor in the standard deviation
+        computation is ``N-ddof``, ``N`` is number of elements along given axis.
+      keepdims: bool, default=False. If true, reduced axes are left in the result
+        with size 1.
+      where: optional, boolean array, default=None. The elements to be used in the
+        standard deviation. Array should be broadcast compatible to the input.
+      mean: optional, mean of the input array, computed along the given axis.
+        If provided, it will be used to compute the standard deviation instead of
+        computing it from the input array. If specified, mean must be broadcast-compatible
+        with the input array. In the general case, this can be achieved by computing the mean with
+        ``keepdims=True`` and ``axis`` matching this function's ``axis`` argument.
+      out: Unused by JAX.
+
+    Returns:
+      An array containing the standard deviation of array elements along the given
+      axis. If all elements along the given axis are NaNs, returns ``nan``.
+
+    See also:
+      - :func:`jax.numpy.nanmean`: Compute the mean of array elements over a given
+        axis, ignoring NaNs.
+      - :func:`jax.numpy.nanvar`: Compute the variance along the given axis, ignoring
+        NaNs values.
+      - :func:`jax.numpy.std`: Computed the standard deviation along the given axis.
+
+    Examples:
+      By default, ``jnp.nanstd`` computes the standard deviation along flattened array.
+
+      >>> nan = jnp.nan
+      >>> x = jnp.array([[3, nan, 4, 5],
+      ...                [nan, 2, nan, 7],
+      ...                [2, 1, 6, nan]])
+      >>> jnp.nanstd(x)
+      Array(1.9843135, dtype=float32)
+
+      If ``axis=0``, computes standard deviation along axis 0.
+
+      >>> jnp.nanstd(x, axis=0)
+      Array([0.5, 0.5, 1. , 1. ], dtype=float32)
+
+      To preserve the dimensions of input, you can set ``keepdims=True``.
+
+      >>> jnp.nanstd(x, axis=0, keepdims=True)
+      Array([[0.5, 0.5, 1. , 1. ]], dtype=float32)
+
+      If ``ddof=1``:
+
+      >>> with jnp.printoptions(precision=2, suppress=True):
+      ...   print(jnp.nanstd(x, axis=0, keepdims=True, ddof=1))
+      [[0.71 0.71 1.41 1.41]]
+
+      To include specific elements of the array to compute standard deviation, you
+      can use ``where``.
+
+      >>> where=jnp.array([[1, 0, 1, 0],
+      ...                  [0, 1, 0, 1],
+      ...                  [1, 1, 0, 1]], dtype=bool)
+      >>> jnp.nanstd(x, axis=0, keepdims=True, where=where)
+      Array([[0.5, 0.5, 0. , 0. ]], dtype=float32)
+    """
 @overload
 def nansum(a: NamedArray, axis: int | str | Sequence[int | str] | None = None, dtype: DTypeLike | None = None, out: None = None, keepdims: builtins.bool = False, initial: NamedArray | ArrayLike | None = None, where: NamedArray | ArrayLike | None = None) -> NamedArray: ...
 @overload
@@ -1209,7 +9674,88 @@ def nansum(a: NamedArray | ArrayLike, axis: int | str | Sequence[int | str] | No
 @overload
 def nansum(a: NamedArray | ArrayLike, axis: int | str | Sequence[int | str] | None = None, dtype: DTypeLike | None = None, out: None = None, keepdims: builtins.bool = False, initial: NamedArray | ArrayLike | None = None, *, where: NamedArray) -> NamedArray: ...
 @overload
-def nansum(a: ArrayLike, axis: int | str | Sequence[int | str] | None = None, dtype: DTypeLike | None = None, out: None = None, keepdims: builtins.bool = False, initial: ArrayLike | None = ..., where: ArrayLike | None = ...) -> Array: ...
+def nansum(a: ArrayLike, axis: int | str | Sequence[int | str] | None = None, dtype: DTypeLike | None = None, out: None = None, keepdims: builtins.bool = False, initial: ArrayLike | None = ..., where: ArrayLike | None = ...) -> Array:
+    """``nx.nansum`` reduces the axes given in ``axis``: positions (ints) and names (strings), mixed freely
+    (``axis=("batch", 0)``); the names not given are kept. ``axis=None`` reduces the positional axes
+    only, as in xmap, and is an error on a value whose axes are all named (except inside ``nx.xmap``).
+    ``keepdims=True`` keeps reduced positional axes (size 1); reduced names are dropped even then,
+    since names broadcast by name (``x - x.mean("batch")`` already lines up).
+
+    The documentation of ``jax.numpy.nansum`` follows.
+
+    Return the sum of the array elements along a given axis, ignoring NaNs.
+
+    JAX implementation of :func:`numpy.nansum`.
+
+    Args:
+      a: Input array.
+      axis: int or sequence of ints, default=None. Axis along which the sum is
+        computed. If None, the sum is computed along the flattened array.
+      dtype: The type of the output array. Default=None.
+      keepdims: bool, default=False. If True, reduced axes are left in the result
+        with size 1.
+      initial: int or array, default=None. Initial value for the sum.
+      where: array of boolean dtype, default=None. The elements to be used in the
+        sum. Array should be broadcast compatible to the input.
+      out: Unused by JAX.
+
+    Returns:
+      An array containing the sum of array elements along the given axis, ignoring
+      NaNs. If all elements along the given axis are NaNs, returns 0.
+
+    See also:
+      - :func:`jax.numpy.nanmin`: Compute the minimum of array elements along a
+        given axis, ignoring NaNs.
+      - :func:`jax.numpy.nanmax`: Compute the maximum of array elements along a
+        given axis, ignoring NaNs.
+      - :func:`jax.numpy.nanprod`: Compute the product of array elements along a
+        given axis, ignoring NaNs.
+      - :func:`jax.numpy.nanmean`: Compute the mean of array elements along a given
+        axis, ignoring NaNs.
+
+    Examples:
+
+      By default, ``jnp.nansum`` computes the sum of elements along the flattened
+      array.
+
+      >>> nan = jnp.nan
+      >>> x = jnp.array([[3, nan, 4, 5],
+      ...                [nan, -2, nan, 7],
+      ...                [2, 1, 6, nan]])
+      >>> jnp.nansum(x)
+      Array(26., dtype=float32)
+
+      If ``axis=1``, the sum will be computed along axis 1.
+
+      >>> jnp.nansum(x, axis=1)
+      Array([12.,  5.,  9.], dtype=float32)
+
+      If ``keepdims=True``, ``ndim`` of the output will be same of that of the input.
+
+      >>> jnp.nansum(x, axis=1, keepdims=True)
+      Array([[12.],
+             [ 5.],
+             [ 9.]], dtype=float32)
+
+      To include only specific elements in computing the sum, you can use ``where``.
+
+      >>> where=jnp.array([[1, 0, 1, 0],
+      ...                  [0, 0, 1, 1],
+      ...                  [1, 1, 1, 0]], dtype=bool)
+      >>> jnp.nansum(x, axis=1, keepdims=True, where=where)
+      Array([[7.],
+             [7.],
+             [9.]], dtype=float32)
+
+      If ``where`` is ``False`` at all elements, ``jnp.nansum`` returns 0 along
+      the given axis.
+
+      >>> where = jnp.array([[False],
+      ...                    [False],
+      ...                    [False]])
+      >>> jnp.nansum(x, axis=0, keepdims=True, where=where)
+      Array([[0., 0., 0., 0.]], dtype=float32)
+    """
 @overload
 def nanvar(a: NamedArray, axis: int | str | Sequence[int | str] | None = None, dtype: DTypeLike | None = None, out: None = None, ddof: int = 0, keepdims: builtins.bool = False, where: NamedArray | ArrayLike | None = None, mean: NamedArray | ArrayLike | None = None) -> NamedArray: ...
 @overload
@@ -1217,60 +9763,495 @@ def nanvar(a: NamedArray | ArrayLike, axis: int | str | Sequence[int | str] | No
 @overload
 def nanvar(a: NamedArray | ArrayLike, axis: int | str | Sequence[int | str] | None = None, dtype: DTypeLike | None = None, out: None = None, ddof: int = 0, keepdims: builtins.bool = False, where: NamedArray | ArrayLike | None = None, *, mean: NamedArray) -> NamedArray: ...
 @overload
-def nanvar(a: ArrayLike, axis: int | str | Sequence[int | str] | None = None, dtype: DTypeLike | None = None, out: None = None, ddof: int = 0, keepdims: builtins.bool = False, where: ArrayLike | None = ..., mean: ArrayLike | None = ...) -> Array: ...
-def ndim(a) -> int: ...
+def nanvar(a: ArrayLike, axis: int | str | Sequence[int | str] | None = None, dtype: DTypeLike | None = None, out: None = None, ddof: int = 0, keepdims: builtins.bool = False, where: ArrayLike | None = ..., mean: ArrayLike | None = ...) -> Array:
+    """``nx.nanvar`` reduces the axes given in ``axis``: positions (ints) and names (strings), mixed freely
+    (``axis=("batch", 0)``); the names not given are kept. ``axis=None`` reduces the positional axes
+    only, as in xmap, and is an error on a value whose axes are all named (except inside ``nx.xmap``).
+    ``keepdims=True`` keeps reduced positional axes (size 1); reduced names are dropped even then,
+    since names broadcast by name (``x - x.mean("batch")`` already lines up).
+
+    The documentation of ``jax.numpy.nanvar`` follows.
+
+    Compute the variance of array elements along a given axis, ignoring NaNs.
+
+    JAX implementation of :func:`numpy.nanvar`.
+
+    Args:
+      a: input array.
+      axis: optional, int or sequence of ints, default=None. Axis along which the
+        variance is computed. If None, variance is computed along flattened array.
+      dtype: The type of the output array. Default=None.
+      ddof: int, default=0. Degrees of freedom. The divisor in the variance computation
+        is ``N-ddof``, ``N`` is number of elements along given axis.
+      keepdims: bool, default=False. If true, reduced axes are left in the result
+        with size 1.
+      where: optional, boolean array, default=None. The elements to be used in the
+        variance. Array should be broadcast compatible to the input.
+      mean: optional, mean of the input array, computed along the given axis.
+        If provided, it will be used to compute the variance instead of
+        computing it from the input array. If specified, mean must be broadcast-compatible
+        with the input array. In the general case, this can be achieved by computing the mean with
+        ``keepdims=True`` and ``axis`` matching this function's ``axis`` argument.
+      out: Unused by JAX.
+
+    Returns:
+      An array containing the variance of array elements along specified axis. If
+      all elements along the given axis are NaNs, returns ``nan``.
+
+    See also:
+      - :func:`jax.numpy.nanmean`: Compute the mean of array elements over a given
+        axis, ignoring NaNs.
+      - :func:`jax.numpy.nanstd`: Computed the standard deviation of a given axis,
+        ignoring NaNs.
+      - :func:`jax.numpy.var`: Compute the variance of array elements along a given
+        axis.
+
+    Examples:
+      By default, ``jnp.nanvar`` computes the variance along all axes.
+
+      >>> nan = jnp.nan
+      >>> x = jnp.array([[1, nan, 4, 3],
+      ...                [nan, 2, nan, 9],
+      ...                [4, 8, 6, nan]])
+      >>> jnp.nanvar(x)
+      Array(6.984375, dtype=float32)
+
+      If ``axis=1``, variance is computed along axis 1.
+
+      >>> with jnp.printoptions(precision=2, suppress=True):
+      ...   print(jnp.nanvar(x, axis=1))
+      [ 1.56 12.25  2.67]
+
+      To preserve the dimensions of input, you can set ``keepdims=True``.
+
+      >>> with jnp.printoptions(precision=2, suppress=True):
+      ...   print(jnp.nanvar(x, axis=1, keepdims=True))
+      [[ 1.56]
+       [12.25]
+       [ 2.67]]
+
+      If ``ddof=1``:
+
+      >>> with jnp.printoptions(precision=2, suppress=True):
+      ...   print(jnp.nanvar(x, axis=1, keepdims=True, ddof=1))
+      [[ 2.33]
+       [24.5 ]
+       [ 4.  ]]
+
+      To include specific elements of the array to compute variance, you can use
+      ``where``.
+
+      >>> where = jnp.array([[1, 0, 1, 0],
+      ...                    [0, 1, 1, 0],
+      ...                    [1, 1, 0, 1]], dtype=bool)
+      >>> jnp.nanvar(x, axis=1, keepdims=True, where=where)
+      Array([[2.25],
+             [0.  ],
+             [4.  ]], dtype=float32)
+    """
+def ndim(a) -> int:
+    """``jnp.ndim``; of a NamedArray, its number of positional axes (named axes excluded, as in xmap)."""
 @overload
 def negative(x1: NamedArray, /) -> NamedArray: ...
 @overload
-def negative(x1: ArrayLike, /) -> Array: ...
+def negative(x1: ArrayLike, /) -> Array:
+    """``nx.negative`` works elementwise and broadcasts by name: the result carries every name of its operands (one size per name), and positional axes broadcast by NumPy's rules.
+
+    The documentation of ``jax.numpy.negative`` follows.
+
+    Return element-wise negative values of the input.
+
+    JAX implementation of :obj:`numpy.negative`.
+
+    Args:
+      x: input array or scalar.
+
+    Returns:
+      An array with same shape and dtype as ``x`` containing ``-x``.
+
+    See also:
+      - :func:`jax.numpy.positive`: Returns element-wise positive values of the input.
+      - :func:`jax.numpy.sign`: Returns element-wise indication of sign of the input.
+
+    Note:
+      ``jnp.negative``, when applied over ``unsigned integer``, produces the result
+      of their two's complement negation, which typically results in unexpected
+      large positive values due to integer underflow.
+
+    Examples:
+      For real-valued inputs:
+
+      >>> x = jnp.array([0., -3., 7])
+      >>> jnp.negative(x)
+      Array([-0.,  3., -7.], dtype=float32)
+
+      For complex inputs:
+
+      >>> x1 = jnp.array([1-2j, -3+4j, 5-6j])
+      >>> jnp.negative(x1)
+      Array([-1.+2.j,  3.-4.j, -5.+6.j], dtype=complex64)
+
+      For unit32:
+
+      >>> x2 = jnp.array([5, 0, -7]).astype(jnp.uint32)
+      >>> x2
+      Array([         5,          0, 4294967289], dtype=uint32)
+      >>> jnp.negative(x2)
+      Array([4294967291,          0,          7], dtype=uint32)
+    """
 @overload
 def nextafter(x: NamedArray, y: NamedArray | ArrayLike, /) -> NamedArray: ...
 @overload
 def nextafter(x: NamedArray | ArrayLike, y: NamedArray, /) -> NamedArray: ...
 @overload
-def nextafter(x: ArrayLike, y: ArrayLike, /) -> Array: ...
-def nmap(f: Callable) -> Callable: ...
-def nonzero(a: Any, *, size: int | None = None, fill_value: Any = None, axis_name: str | None = None, order: Sequence[str] | None = None) -> Any: ...
+def nextafter(x: ArrayLike, y: ArrayLike, /) -> Array:
+    """``nx.nextafter`` works elementwise and broadcasts by name: the result carries every name of its operands (one size per name), and positional axes broadcast by NumPy's rules.
+
+    The documentation of ``jax.numpy.nextafter`` follows.
+
+    Return element-wise next floating point value after ``x`` towards ``y``.
+
+    JAX implementation of :obj:`numpy.nextafter`.
+
+    Args:
+      x: scalar or array. Specifies the value after which the next number is found.
+      y: scalar or array. Specifies the direction towards which the next number is
+        found. ``x`` and ``y`` should either have same shape or be broadcast
+        compatible.
+
+    Returns:
+      An array containing the next representable number of ``x`` in the direction
+      of ``y``.
+
+    Examples:
+      >>> jnp.nextafter(2, 1)  # doctest: +SKIP
+      Array(1.9999999, dtype=float32, weak_type=True)
+      >>> x = jnp.array([3, -2, 1])
+      >>> y = jnp.array([2, -1, 2])
+      >>> jnp.nextafter(x, y)  # doctest: +SKIP
+      Array([ 2.9999998, -1.9999999,  1.0000001], dtype=float32)
+    """
+def nmap(f: Callable) -> Callable:
+    """Return ``f`` lifted over named axes; positional arguments and semantics are unchanged.
+
+    Arrays anywhere in the arguments (pytrees included) are mapped over their names; every other argument
+    is passed through as it is. Outputs that ``f`` names itself keep those names too. ``f`` never sees a
+    named axis: to run it along one (a softmax over ``vocab``, an optax loss), use
+    :func:`nx.along <namedarray.along>`; an axis argument past the positional axes is a
+    :class:`~namedarray.errors.PositionalAxisError` that says so.
+
+    >>> import namedarray as nx, jax.numpy as jnp
+    >>> a = nx.wrap(jnp.ones((2, 3)), ["i", ...])
+    >>> b = nx.wrap(jnp.ones((4, 3)), ["j", ...])
+    >>> nx.nmap(jnp.dot)(a, b).named_shape  # every pair (i, j): the union of the names
+    {'i': 2, 'j': 4}
+    """
+def nonzero(a: Any, *, size: int | None = None, fill_value: Any = None, axis_name: str | None = None, order: Sequence[str] | None = None) -> Any:
+    """``nx.nonzero`` gives the positions of the non-zero elements along a new named axis ``axis_name``.
+
+    With ``axis_name``, the result is a dict with one NamedArray over ``{axis_name: hits}`` per named axis
+    of ``a``, keyed by its name, so that gathering by name lines up: ``a[result]`` holds the non-zero
+    values. (An array without names gives a dict keyed by position; one with positional axes besides its
+    names is an error: name them first, or take :func:`argwhere`, whose coordinates cover both.) Hits are
+    enumerated in row-major order over the named axes taken in ``order`` (default: sorted names), whatever
+    order ``a`` stores them in. Under ``jit`` give ``size=`` (the number of hits kept, padded with
+    ``fill_value``: a scalar or a dict by axis, default 0).
+    Without ``axis_name``, an array without names gives ``jax.numpy.nonzero``'s tuple (of NamedArrays
+    without names for a NamedArray), and one with names is an error (its hits need a name).
+
+    >>> import namedarray as nx, jax.numpy as jnp
+    >>> from namedarray.ops.indexing import nonzero
+    >>> x = nx.wrap(jnp.array([[0, 5], [7, 0]]), ["a", "b"])
+    >>> hits = nonzero(x, axis_name="nz")
+    >>> {k: v.unwrap(["nz"]).tolist() for k, v in hits.items()}
+    {'a': [0, 1], 'b': [1, 0]}
+    >>> x[hits].unwrap(["nz"]).tolist()  # the values, gathered by name
+    [5, 7]
+    """
 @overload
 def not_equal(x: NamedArray, y: NamedArray | ArrayLike, /) -> NamedArray: ...
 @overload
 def not_equal(x: NamedArray | ArrayLike, y: NamedArray, /) -> NamedArray: ...
 @overload
-def not_equal(x: ArrayLike, y: ArrayLike, /) -> Array: ...
+def not_equal(x: ArrayLike, y: ArrayLike, /) -> Array:
+    """``nx.not_equal`` works elementwise and broadcasts by name: the result carries every name of its operands (one size per name), and positional axes broadcast by NumPy's rules.
+
+    The documentation of ``jax.numpy.not_equal`` follows.
+
+    Returns element-wise truth value of ``x != y``.
+
+    JAX implementation of :obj:`numpy.not_equal`. This function provides the
+    implementation of the ``!=`` operator for JAX arrays.
+
+    Args:
+      x: input array or scalar.
+      y: input array or scalar. ``x`` and ``y`` should either have same shape or be
+        broadcast compatible.
+
+    Returns:
+      A boolean array containing ``True`` where the elements of ``x != y`` and
+      ``False`` otherwise.
+
+    See also:
+      - :func:`jax.numpy.equal`: Returns element-wise truth value of ``x == y``.
+      - :func:`jax.numpy.greater_equal`: Returns element-wise truth value of
+        ``x >= y``.
+      - :func:`jax.numpy.less_equal`: Returns element-wise truth value of ``x <= y``.
+      - :func:`jax.numpy.greater`: Returns element-wise truth value of ``x > y``.
+      - :func:`jax.numpy.less`: Returns element-wise truth value of ``x < y``.
+
+    Examples:
+      >>> jnp.not_equal(0., -0.)
+      Array(False, dtype=bool, weak_type=True)
+      >>> jnp.not_equal(-2, 2)
+      Array(True, dtype=bool, weak_type=True)
+      >>> jnp.not_equal(1, 1.)
+      Array(False, dtype=bool, weak_type=True)
+      >>> jnp.not_equal(5, jnp.array(5))
+      Array(False, dtype=bool, weak_type=True)
+      >>> x = jnp.array([[1, 2, 3],
+      ...                [4, 5, 6],
+      ...                [7, 8, 9]])
+      >>> y = jnp.array([1, 5, 9])
+      >>> jnp.not_equal(x, y)
+      Array([[False,  True,  True],
+             [ True, False,  True],
+             [ True,  True, False]], dtype=bool)
+      >>> x != y
+      Array([[False,  True,  True],
+             [ True, False,  True],
+             [ True,  True, False]], dtype=bool)
+    """
 @overload
 def ones(shape: Mapping[str, int], dtype: DTypeLike | None = None, *, named_shape: (Mapping[str, int] | Sequence[str] | str | None) = None, **kwargs: Any) -> NamedArray: ...
 @overload
 def ones(shape: int | Sequence[int] = (), dtype: DTypeLike | None = None, *, named_shape: Mapping[str, int] | Sequence[str] | str, **kwargs: Any) -> NamedArray: ...
 @overload
-def ones(shape: int | Sequence[int] = (), dtype: DTypeLike | None = None, *, named_shape: None = None, **kwargs: Any) -> jax.Array: ...
+def ones(shape: int | Sequence[int] = (), dtype: DTypeLike | None = None, *, named_shape: None = None, **kwargs: Any) -> jax.Array:
+    """Ones of positional ``shape`` and named shape ``named_shape`` (``jnp.ones`` when nothing is named).
+
+    >>> import namedarray as nx
+    >>> nx.ones({"k": 3}).sum("k").item()
+    3.0
+    """
 @overload
 def ones_like(a: NamedArray, dtype: DTypeLike | None = None, shape: Any = None, *, device: jax.Device | jax.sharding.Sharding | None = None, out_sharding: jax.sharding.NamedSharding | jax.P | None = None) -> NamedArray: ...
 @overload
-def ones_like(a: ArrayLike, dtype: DTypeLike | None = None, shape: Any = None, *, device: jax.Device | jax.sharding.Sharding | None = None, out_sharding: jax.sharding.NamedSharding | jax.P | None = None) -> Array: ...
+def ones_like(a: ArrayLike, dtype: DTypeLike | None = None, shape: Any = None, *, device: jax.Device | jax.sharding.Sharding | None = None, out_sharding: jax.sharding.NamedSharding | jax.P | None = None) -> Array:
+    """``nx.ones_like`` is lifted: it runs as if vmapped over every named axis of its NamedArray arguments, and
+    the result carries their names. Integer axis arguments count positional axes only, and a value
+    whose names leave it too few positional axes is an error.
+
+    The documentation of ``jax.numpy.ones_like`` follows.
+
+    Create an array of ones with the same shape and dtype as an array.
+
+    JAX implementation of :func:`numpy.ones_like`.
+
+    Args:
+      a: Array-like object with ``shape`` and ``dtype`` attributes.
+      shape: optionally override the shape of the created array.
+      dtype: optionally override the dtype of the created array.
+      device: (optional) :class:`~jax.Device` or :class:`~jax.sharding.Sharding`
+        to which the created array will be committed.
+
+    Returns:
+      Array of the specified shape and dtype, on the specified device if specified.
+
+    See also:
+      - :func:`jax.numpy.empty`
+      - :func:`jax.numpy.zeros_like`
+      - :func:`jax.numpy.ones_like`
+      - :func:`jax.numpy.full_like`
+
+    Examples:
+      >>> x = jnp.arange(4)
+      >>> jnp.ones_like(x)
+      Array([1, 1, 1, 1], dtype=int32)
+      >>> jnp.ones_like(x, dtype=bool)
+      Array([ True,  True,  True,  True], dtype=bool)
+      >>> jnp.ones_like(x, shape=(2, 3))
+      Array([[1, 1, 1],
+             [1, 1, 1]], dtype=int32)
+    """
 @overload
 def outer(a: NamedArray, b: NamedArray | ArrayLike, out: None = None) -> NamedArray: ...
 @overload
 def outer(a: NamedArray | ArrayLike, b: NamedArray, out: None = None) -> NamedArray: ...
 @overload
-def outer(a: ArrayLike, b: ArrayLike, out: None = None) -> Array: ...
+def outer(a: ArrayLike, b: ArrayLike, out: None = None) -> Array:
+    """``jnp.outer`` (flattened positional outer product), vectorised over names.
+
+    >>> import namedarray as nx, jax.numpy as jnp
+    >>> nx.outer(nx.wrap(jnp.ones((2, 3)), ["b", None]), jnp.ones(4)).shape
+    (3, 4)
+    """
 @overload
 def packbits(a: NamedArray, axis: int | None = None, bitorder: str = 'big') -> NamedArray: ...
 @overload
-def packbits(a: ArrayLike, axis: int | None = None, bitorder: str = 'big') -> Array: ...
+def packbits(a: ArrayLike, axis: int | None = None, bitorder: str = 'big') -> Array:
+    """``nx.packbits`` is lifted: it runs as if vmapped over every named axis of its NamedArray arguments, and
+    the result carries their names. Integer axis arguments count positional axes only, and a value
+    whose names leave it too few positional axes is an error.
+
+    The documentation of ``jax.numpy.packbits`` follows.
+
+    Pack array of bits into a uint8 array.
+
+    JAX implementation of :func:`numpy.packbits`
+
+    Args:
+      a: N-dimensional array of bits to pack.
+      axis: optional axis along which to pack bits. If not specified, ``a`` will
+        be flattened.
+      bitorder: ``"big"`` (default) or ``"little"``: specify whether the bit order
+        is big-endian or little-endian.
+
+    Returns:
+      A uint8 array of packed values.
+
+    See also:
+      - :func:`jax.numpy.unpackbits`: inverse of ``packbits``.
+
+    Examples:
+      Packing bits in one dimension:
+
+      >>> bits = jnp.array([0, 0, 0, 0, 0, 1, 1, 1])
+      >>> jnp.packbits(bits)
+      Array([7], dtype=uint8)
+      >>> 0b00000111  # equivalent bit-wise representation:
+      7
+
+      Optionally specifying little-endian convention:
+
+      >>> jnp.packbits(bits, bitorder="little")
+      Array([224], dtype=uint8)
+      >>> 0b11100000  # equivalent bit-wise representation
+      224
+
+      If the number of bits is not a multiple of 8, it will be right-padded
+      with zeros:
+
+      >>> jnp.packbits(jnp.array([1, 0, 1]))
+      Array([160], dtype=uint8)
+      >>> jnp.packbits(jnp.array([1, 0, 1, 0, 0, 0, 0, 0]))
+      Array([160], dtype=uint8)
+
+      For a multi-dimensional input, bits may be packed along a specified axis:
+
+      >>> a = jnp.array([[1, 1, 0, 1, 0, 1, 0, 0, 1, 0, 0, 1, 0, 1, 1, 0],
+      ...                [0, 1, 0, 0, 0, 1, 0, 1, 1, 1, 0, 0, 1, 1, 1, 1]])
+      >>> vals = jnp.packbits(a, axis=1)
+      >>> vals
+      Array([[212, 150],
+             [ 69, 207]], dtype=uint8)
+
+      The inverse of ``packbits`` is provided by :func:`~jax.numpy.unpackbits`:
+
+      >>> jnp.unpackbits(vals, axis=1)
+      Array([[1, 1, 0, 1, 0, 1, 0, 0, 1, 0, 0, 1, 0, 1, 1, 0],
+             [0, 1, 0, 0, 0, 1, 0, 1, 1, 1, 0, 0, 1, 1, 1, 1]], dtype=uint8)
+    """
 @overload
 def pad(array: NamedArray, pad_width: Any, mode: Any = 'constant', **kwargs: Any) -> NamedArray: ...
 @overload
-def pad(array: ArrayLike, pad_width: Any, mode: Any = 'constant', **kwargs: Any) -> Array: ...
+def pad(array: ArrayLike, pad_width: Any, mode: Any = 'constant', **kwargs: Any) -> Array:
+    """``jnp.pad``, where ``pad_width`` may also be a mapping ``{axis: width}`` whose keys are names or
+    positions, each width an int or a pair ``(before, after)``; the axes it leaves out are not padded, and
+    the padded names keep their names (with larger sizes).
+
+    A ``pad_width`` that is not a mapping counts positional axes, as ``jnp.pad``'s does (lifted over the
+    names); on a value whose axes are all named it would pad nothing, so it is an error there (outside
+    ``nx.xmap`` bodies, whose values are per-element).
+
+    >>> import namedarray as nx, jax.numpy as jnp
+    >>> x = nx.wrap(jnp.ones((2, 3)), ["seq", "embed"])
+    >>> nx.pad(x, {"seq": (1, 0)}).named_shape
+    {'embed': 3, 'seq': 3}
+    >>> nx.pad(x, {"seq": (1, 0)}).unwrap(["seq", "embed"])[:, 0].tolist()
+    [0.0, 1.0, 1.0]
+    """
 @overload
 def partition(a: NamedArray, kth: int, axis: int | str = -1) -> NamedArray: ...
 @overload
-def partition(a: ArrayLike, kth: int, axis: int | str = -1) -> Array: ...
+def partition(a: ArrayLike, kth: int, axis: int | str = -1) -> Array:
+    """``nx.partition`` acts along the axis given in ``axis``, by position or by name, and keeps it; every other name
+    is a batch axis. Options may be arrays, traced under ``jit`` (``roll``'s shift, ``repeat``'s
+    counts), as in ``jax.numpy``; one with named axes is an error that shows the ``nx.along``
+    spelling.
+
+    The documentation of ``jax.numpy.partition`` follows.
+
+    Returns a partially-sorted copy of an array.
+
+    JAX implementation of :func:`numpy.partition`. The JAX version differs from
+    NumPy in the treatment of NaN entries: NaNs which have the negative bit set
+    are sorted to the beginning of the array.
+
+    Args:
+      a: array to be partitioned.
+      kth: static integer index about which to partition the array.
+      axis: static integer axis along which to partition the array; default is -1.
+
+    Returns:
+      A copy of ``a`` partitioned at the ``kth`` value along ``axis``. The entries
+      before ``kth`` are values smaller than ``take(a, kth, axis)``, and entries
+      after ``kth`` are indices of values larger than ``take(a, kth, axis)``
+
+    Note:
+      The JAX version requires the ``kth`` argument to be a static integer rather than
+      a general array. This is implemented via two calls to :func:`jax.lax.top_k`. If
+      you're only accessing the top or bottom k values of the output, it may be more
+      efficient to call :func:`jax.lax.top_k` directly.
+
+    See Also:
+      - :func:`jax.numpy.sort`: full sort
+      - :func:`jax.numpy.argpartition`: indirect partial sort
+      - :func:`jax.lax.top_k`: directly find the top k entries
+      - :func:`jax.lax.approx_max_k`: compute the approximate top k entries
+      - :func:`jax.lax.approx_min_k`: compute the approximate bottom k entries
+
+    Examples:
+      >>> x = jnp.array([6, 8, 4, 3, 1, 9, 7, 5, 2, 3])
+      >>> kth = 4
+      >>> x_partitioned = jnp.partition(x, kth)
+      >>> x_partitioned
+      Array([1, 2, 3, 3, 4, 9, 8, 7, 6, 5], dtype=int32)
+
+      The result is a partially-sorted copy of the input. All values before ``kth``
+      are of smaller than the pivot value, and all values after ``kth`` are larger
+      than the pivot value:
+
+      >>> smallest_values = x_partitioned[:kth]
+      >>> pivot_value = x_partitioned[kth]
+      >>> largest_values = x_partitioned[kth + 1:]
+      >>> print(smallest_values, pivot_value, largest_values)
+      [1 2 3 3] 4 [9 8 7 6 5]
+
+      Notice that among ``smallest_values`` and ``largest_values``, the returned
+      order is arbitrary and implementation-dependent.
+    """
 @overload
 def pdot(x: NamedArray, y: NamedArray | ArrayLike, axis_name: str | Sequence[str], pos_contract: Any = ((), ()), pos_batch: Any = ((), ()), precision: Any = None, *, preferred_element_type: Any = None) -> NamedArray: ...
 @overload
 def pdot(x: NamedArray | ArrayLike, y: NamedArray, axis_name: str | Sequence[str], pos_contract: Any = ((), ()), pos_batch: Any = ((), ()), precision: Any = None, *, preferred_element_type: Any = None) -> NamedArray: ...
 @overload
-def pdot(x: ArrayLike, y: ArrayLike, axis_name: str | Sequence[str], pos_contract: Any = ((), ()), pos_batch: Any = ((), ()), precision: Any = None, *, preferred_element_type: Any = None) -> Array: ...
+def pdot(x: ArrayLike, y: ArrayLike, axis_name: str | Sequence[str], pos_contract: Any = ((), ()), pos_batch: Any = ((), ()), precision: Any = None, *, preferred_element_type: Any = None) -> Array:
+    """xmap's ``lax.pdot``: ``psum(dot_general(x, y, (pos_contract, pos_batch)), axis_name)``.
+
+    Positionally it is ``lax.dot_general`` with the given contracting and batch dimensions (by default none:
+    an outer product; result axes are batch, then ``x``'s free, then ``y``'s free). The names in
+    ``axis_name`` are summed away: contracted when both operands carry them, summed in the one that does
+    otherwise, and, when neither does but an enclosing ``nx.xmap`` binds the name, the result is multiplied
+    by its size (as ``psum`` would); an unbound name is an :class:`~namedarray.errors.UnboundAxisError`.
+    Other names broadcast by name.
+
+    >>> import namedarray as nx, jax.numpy as jnp
+    >>> x = nx.wrap(jnp.ones((3, 8)), {1: "i"})
+    >>> y = nx.wrap(jnp.ones((8, 5)), {0: "i"})
+    >>> nx.pdot(x, y, "i").shape  # == x @ y
+    (3, 5)
+    """
 @overload
 def percentile(a: NamedArray, q: NamedArray | ArrayLike, axis: int | str | tuple[int | str, ...] | None = None, out: None = None, overwrite_input: builtins.bool = False, method: str = 'linear', keepdims: builtins.bool = False, *, weights: NamedArray | ArrayLike | None = None, out_sharding: Any = None) -> NamedArray: ...
 @overload
@@ -1278,11 +10259,97 @@ def percentile(a: NamedArray | ArrayLike, q: NamedArray, axis: int | str | tuple
 @overload
 def percentile(a: NamedArray | ArrayLike, q: NamedArray | ArrayLike, axis: int | str | tuple[int | str, ...] | None = None, out: None = None, overwrite_input: builtins.bool = False, method: str = 'linear', keepdims: builtins.bool = False, *, weights: NamedArray, out_sharding: Any = None) -> NamedArray: ...
 @overload
-def percentile(a: ArrayLike, q: ArrayLike, axis: int | str | tuple[int | str, ...] | None = None, out: None = None, overwrite_input: builtins.bool = False, method: str = 'linear', keepdims: builtins.bool = False, *, weights: ArrayLike | None = ..., out_sharding: Any = None) -> Array: ...
+def percentile(a: ArrayLike, q: ArrayLike, axis: int | str | tuple[int | str, ...] | None = None, out: None = None, overwrite_input: builtins.bool = False, method: str = 'linear', keepdims: builtins.bool = False, *, weights: ArrayLike | None = ..., out_sharding: Any = None) -> Array:
+    """``nx.percentile`` reduces the axes given in ``axis``: positions (ints) and names (strings), mixed freely
+    (``axis=("batch", 0)``); the names not given are kept. ``axis=None`` reduces the positional axes
+    only, as in xmap, and is an error on a value whose axes are all named (except inside ``nx.xmap``).
+    ``keepdims=True`` keeps reduced positional axes (size 1); reduced names are dropped even then,
+    since names broadcast by name (``x - x.mean("batch")`` already lines up).
+
+    The documentation of ``jax.numpy.percentile`` follows.
+
+    Compute the percentile of the data along the specified axis.
+
+    JAX implementation of :func:`numpy.percentile`.
+
+    Args:
+      a: N-dimensional array input.
+      q: scalar or 1-dimensional array specifying the desired quantiles. ``q``
+        should contain integer or floating point values between ``0`` and ``100``.
+      axis: optional axis or tuple of axes along which to compute the quantile
+      out: not implemented by JAX; will error if not None
+      overwrite_input: not implemented by JAX; will error if not False
+      method: specify the interpolation method to use. Options are one of
+        ``["linear", "lower", "higher", "midpoint", "nearest"]``.
+        default is ``linear``.
+      keepdims: if True, then the returned array will have the same number of
+        dimensions as the input. Default is False.
+      weights: keyword-only. optional array of weights for each element in `a`.
+        Values with higher weights contribute more to the percentile calculation.
+        The weights array must be broadcastable to the shape of `a` along the specified axis.
+        Currently, weighted percentiles are only supported when `method="inverted_cdf"`.
+
+    Returns:
+      An array containing the specified percentiles along the specified axes.
+
+    See also:
+      - :func:`jax.numpy.quantile`: compute the quantile (0.0-1.0)
+      - :func:`jax.numpy.nanpercentile`: compute the percentile while ignoring NaNs
+
+    Examples:
+      Computing the median and quartiles of a 1D array:
+
+      >>> x = jnp.array([0, 1, 2, 3, 4, 5, 6])
+      >>> q = jnp.array([25, 50, 75])
+      >>> jnp.percentile(x, q)
+      Array([1.5, 3. , 4.5], dtype=float32)
+
+      Computing the same percentiles with nearest rather than linear interpolation:
+
+      >>> jnp.percentile(x, q, method='nearest')
+      Array([1., 3., 4.], dtype=float32)
+
+      Computing weighted percentiles:
+
+      >>> x = jnp.array([1, 2, 3, 4, 5])
+      >>> weights = jnp.array([1, 1, 2, 1, 1])
+      >>> jnp.percentile(x, 50, weights=weights, method='inverted_cdf')
+      Array(3., dtype=float32)
+    """
 @overload
 def permute_dims(a: NamedArray, /, axes: tuple[int, ...]) -> NamedArray: ...
 @overload
-def permute_dims(a: ArrayLike, /, axes: tuple[int, ...]) -> Array: ...
+def permute_dims(a: ArrayLike, /, axes: tuple[int, ...]) -> Array:
+    """``nx.permute_dims`` is lifted: it runs as if vmapped over every named axis of its NamedArray arguments, and
+    the result carries their names. Integer axis arguments count positional axes only, and a value
+    whose names leave it too few positional axes is an error.
+
+    The documentation of ``jax.numpy.permute_dims`` follows.
+
+    Permute the axes/dimensions of an array.
+
+    JAX implementation of :func:`array_api.permute_dims`.
+
+    Args:
+      a: input array
+      axes: tuple of integers in range ``[0, a.ndim)`` specifying the
+        axes permutation.
+
+    Returns:
+      a copy of ``a`` with axes permuted.
+
+    See also:
+      - :func:`jax.numpy.transpose`
+      - :func:`jax.numpy.matrix_transpose`
+
+    Examples:
+      >>> a = jnp.array([[1, 2, 3],
+      ...                [4, 5, 6]])
+      >>> jnp.permute_dims(a, (1, 0))
+      Array([[1, 4],
+             [2, 5],
+             [3, 6]], dtype=int32)
+    """
 @overload
 def piecewise(x: NamedArray, condlist: NamedArray | Array | Sequence[NamedArray | ArrayLike], funclist: list[NamedArray | ArrayLike | Callable[..., NamedArray | Array]], *args, **kw) -> NamedArray: ...
 @overload
@@ -1290,8 +10357,98 @@ def piecewise(x: NamedArray | ArrayLike, condlist: NamedArray, funclist: list[Na
 @overload
 def piecewise(x: ArrayLike, condlist: Array | Sequence[ArrayLike], funclist: list[ArrayLike | Callable[..., Array]], *args, **kw) -> Array: ...
 @overload
-def piecewise(x: NamedArray | ArrayLike, condlist: NamedArray | Array | Sequence[NamedArray | ArrayLike], funclist: list[NamedArray | ArrayLike | Callable[..., NamedArray | Array]], *args, **kw) -> NamedArray: ...
-def pipeline(layer_fn: Callable[[Any, NamedArray], NamedArray], params: Any, x: NamedArray, axis: str = 'layer', *, microbatches: int, microbatch_axis: str = 'batch', remat: builtins.bool | Callable = False, repeats: int = 1) -> NamedArray: ...
+def piecewise(x: NamedArray | ArrayLike, condlist: NamedArray | Array | Sequence[NamedArray | ArrayLike], funclist: list[NamedArray | ArrayLike | Callable[..., NamedArray | Array]], *args, **kw) -> NamedArray:
+    """``nx.piecewise`` is lifted: it runs as if vmapped over every named axis of its NamedArray arguments, and
+    the result carries their names. Integer axis arguments count positional axes only, and a value
+    whose names leave it too few positional axes is an error.
+
+    The documentation of ``jax.numpy.piecewise`` follows.
+
+    Evaluate a function defined piecewise across the domain.
+
+    JAX implementation of :func:`numpy.piecewise`, in terms of :func:`jax.lax.switch`.
+
+    Note:
+      Unlike :func:`numpy.piecewise`, :func:`jax.numpy.piecewise` requires functions
+      in ``funclist`` to be traceable by JAX, as it is implemented via
+      :func:`jax.lax.switch`.
+
+    Args:
+      x: array of input values.
+      condlist: boolean array or sequence of boolean arrays corresponding to the
+        functions in ``funclist``. If a sequence of arrays, the length of each
+        array must match the length of ``x``
+      funclist: list of arrays or functions; must either be the same length as
+        ``condlist``, or have length ``len(condlist) + 1``, in which case the
+        last entry is the default applied when none of the conditions are True.
+        Alternatively, entries of ``funclist`` may be numerical values, in which
+        case they indicate a constant function.
+      args, kwargs: additional arguments are passed to each function in
+        ``funclist``.
+
+    Returns:
+      An array which is the result of evaluating the functions on ``x`` at
+      the specified conditions.
+
+    See also:
+      - :func:`jax.lax.switch`: choose between *N* functions based on an index.
+      - :func:`jax.lax.cond`: choose between two functions based on a boolean condition.
+      - :func:`jax.numpy.where`: choose between two results based on a boolean mask.
+      - :func:`jax.lax.select`: choose between two results based on a boolean mask.
+      - :func:`jax.lax.select_n`: choose between *N* results based on a boolean mask.
+
+    Examples:
+      Here's an example of a function which is zero for negative values, and linear
+      for positive values:
+
+      >>> x = jnp.array([-4, -3, -2, -1, 0, 1, 2, 3, 4])
+
+      >>> condlist = [x < 0, x >= 0]
+      >>> funclist = [lambda x: 0 * x, lambda x: x]
+      >>> jnp.piecewise(x, condlist, funclist)
+      Array([0, 0, 0, 0, 0, 1, 2, 3, 4], dtype=int32)
+
+      ``funclist`` can also contain a simple scalar value for constant functions:
+
+      >>> condlist = [x < 0, x >= 0]
+      >>> funclist = [0, lambda x: x]
+      >>> jnp.piecewise(x, condlist, funclist)
+      Array([0, 0, 0, 0, 0, 1, 2, 3, 4], dtype=int32)
+
+      You can specify a default value by appending an extra condition to ``funclist``:
+
+      >>> condlist = [x < -1, x > 1]
+      >>> funclist = [lambda x: 1 + x, lambda x: x - 1, 0]
+      >>> jnp.piecewise(x, condlist, funclist)
+      Array([-3, -2,  -1,  0,  0,  0,  1,  2, 3], dtype=int32)
+
+      ``condlist`` may also be a simple array of scalar conditions, in which case
+      the associated function applies to the whole range
+
+      >>> condlist = jnp.array([False, True, False])
+      >>> funclist = [lambda x: x * 0, lambda x: x * 10, lambda x: x * 100]
+      >>> jnp.piecewise(x, condlist, funclist)
+      Array([-40, -30, -20, -10,   0,  10,  20,  30,  40], dtype=int32)
+    """
+def pipeline(layer_fn: Callable[[Any, NamedArray], NamedArray], params: Any, x: NamedArray, axis: str = 'layer', *, microbatches: int, microbatch_axis: str = 'batch', remat: builtins.bool | Callable = False, repeats: int = 1) -> NamedArray:
+    """Fold ``layer_fn`` over the layers of ``params`` stacked along ``axis``, as a pipeline where a rule maps
+    ``axis`` to mesh axes (see the module docstring).
+
+    ``layer_fn(p, h) -> h`` applies one layer: ``p`` is ``params`` without ``axis``, ``h`` has ``x``'s named
+    shape (with ``microbatch_axis`` cut ``microbatches`` ways when pipelined), and the result must have
+    ``h``'s names, positional shape and dtype. ``params`` is a pytree whose NamedArrays carry ``axis`` (leaves
+    without it reach every layer whole). ``remat=True`` (or a ``jax.checkpoint_policies`` policy) recomputes
+    each step's activations in the backward pass. ``repeats=R`` runs the circular schedule: each stage holds
+    ``R`` runs of ``L/(S*R)`` layers and the microbatches go round the stages ``R`` times (``L`` must divide
+    by ``S*R`` and ``microbatches`` be at least ``S``). Returns the result of the last layer, laid out as
+    ``x``.
+
+    >>> import jax, jax.numpy as jnp, namedarray as nx
+    >>> params = {"b": nx.wrap(jnp.arange(4.0), ["layer"])}
+    >>> x = nx.wrap(jnp.zeros(6), ["batch"])
+    >>> nx.pipeline(lambda p, h: h + p["b"], params, x, microbatches=3).unwrap(["batch"]).tolist()
+    [6.0, 6.0, 6.0, 6.0, 6.0, 6.0]
+    """
 @overload
 def place(arr: NamedArray, mask: NamedArray | ArrayLike, vals: NamedArray | ArrayLike, *, inplace: builtins.bool = True) -> NamedArray: ...
 @overload
@@ -1299,31 +10456,334 @@ def place(arr: NamedArray | ArrayLike, mask: NamedArray, vals: NamedArray | Arra
 @overload
 def place(arr: NamedArray | ArrayLike, mask: NamedArray | ArrayLike, vals: NamedArray, *, inplace: builtins.bool = True) -> NamedArray: ...
 @overload
-def place(arr: ArrayLike, mask: ArrayLike, vals: ArrayLike, *, inplace: builtins.bool = True) -> Array: ...
-def plan_sharding(step: Callable, *args: Any, mesh: Any = None, candidates: Sequence[Mapping[str, Any]] | None = None, memory_limit: int | None = None, measure: builtins.bool = False, cost_model: CostModel | None = None, max_candidates: int = 12, **kwargs: Any) -> Plan: ...
-def pmax(x: _T, axis_name: (str | int | Sequence[str | int])) -> _T: ...
-def pmean(x: _T, axis_name: (str | int | Sequence[str | int])) -> _T: ...
-def pmin(x: _T, axis_name: (str | int | Sequence[str | int])) -> _T: ...
+def place(arr: ArrayLike, mask: ArrayLike, vals: ArrayLike, *, inplace: builtins.bool = True) -> Array:
+    """``nx.place`` is lifted: it runs as if vmapped over every named axis of its NamedArray arguments, and
+    the result carries their names. Integer axis arguments count positional axes only, and a value
+    whose names leave it too few positional axes is an error.
+
+    The documentation of ``jax.numpy.place`` follows.
+
+    Update array elements based on a mask.
+
+    JAX implementation of :func:`numpy.place`.
+
+    The semantics of :func:`numpy.place` are to modify arrays in-place, which
+    is not possible for JAX's immutable arrays. The JAX version returns a modified
+    copy of the input, and adds the ``inplace`` parameter which must be set to
+    `False`` by the user as a reminder of this API difference.
+
+    Args:
+      arr: array into which values will be placed.
+      mask: boolean mask with the same size as ``arr``.
+      vals: values to be inserted into ``arr`` at the locations indicated
+        by mask. If too many values are supplied, they will be truncated.
+        If not enough values are supplied, they will be repeated.
+      inplace: must be set to False to indicate that the input is not modified
+        in-place, but rather a modified copy is returned.
+
+    Returns:
+      A copy of ``arr`` with masked values set to entries from `vals`.
+
+    See Also:
+      - :func:`jax.numpy.put`: put elements into an array at numerical indices.
+      - :func:`jax.numpy.ndarray.at`: array updates using NumPy-style indexing
+
+    Examples:
+      >>> x = jnp.zeros((3, 5), dtype=int)
+      >>> mask = (jnp.arange(x.size) % 3 == 0).reshape(x.shape)
+      >>> mask
+      Array([[ True, False, False,  True, False],
+             [False,  True, False, False,  True],
+             [False, False,  True, False, False]], dtype=bool)
+
+      Placing a scalar value:
+
+      >>> jnp.place(x, mask, 1, inplace=False)
+      Array([[1, 0, 0, 1, 0],
+             [0, 1, 0, 0, 1],
+             [0, 0, 1, 0, 0]], dtype=int32)
+
+      In this case, ``jnp.place`` is similar to the masked array update syntax:
+
+      >>> x.at[mask].set(1)
+      Array([[1, 0, 0, 1, 0],
+             [0, 1, 0, 0, 1],
+             [0, 0, 1, 0, 0]], dtype=int32)
+
+      ``place`` differs when placing values from an array. The array is repeated
+      to fill the masked entries:
+
+      >>> vals = jnp.array([1, 3, 5])
+      >>> jnp.place(x, mask, vals, inplace=False)
+      Array([[1, 0, 0, 3, 0],
+             [0, 5, 0, 0, 1],
+             [0, 0, 3, 0, 0]], dtype=int32)
+    """
+def plan_sharding(step: Callable, *args: Any, mesh: Any = None, candidates: Sequence[Mapping[str, Any]] | None = None, memory_limit: int | None = None, measure: builtins.bool = False, cost_model: CostModel | None = None, max_candidates: int = 50, **kwargs: Any) -> Plan:
+    """Compile ``step(*args, **kwargs)`` under each candidate ``nx.axis_rules`` mapping and rank them.
+
+    ``args``/``kwargs`` may be concrete or abstract (``jax.eval_shape`` / ``jax.ShapeDtypeStruct`` trees);
+    nothing runs unless ``measure=True`` (abstract arguments are then filled with zeros). ``mesh`` defaults
+    to the mesh in context. ``candidates`` is a list of rule mappings; None enumerates them from the
+    arguments' names and the mesh (at most ``max_candidates``; see the module's essay). Each is compiled
+    as ``nx.jit(step)`` under exactly those rules (rules in force outside are not added). A candidate
+    rejected for memory (``memory_limit``: bytes per device), divisibility, a conflict or a failed compile
+    stays in the plan with its reason; the others are ranked by measured time or by ``cost_model``
+    (default :class:`CostModel`).
+
+    Errors: no mesh, and a candidate naming a mesh axis the mesh lacks (a
+    :class:`~namedarray.errors.MissingResourceError` naming the candidate, the axis and the mesh's axes);
+    a malformed candidate (:class:`~namedarray.errors.AxisSpecError`).
+
+    >>> import jax, jax.numpy as jnp, namedarray as nx
+    >>> mesh = jax.make_mesh((1,), ("data",), axis_types=(jax.sharding.AxisType.Auto,))
+    >>> x = jax.eval_shape(lambda: nx.wrap(jnp.ones((8, 4)), ["batch", "embed"]))
+    >>> plan = nx.plan_sharding(lambda x: x.sum("embed"), x, mesh=mesh, candidates=[{}], memory_limit=8)
+    >>> plan.rows[0].ok, plan.rows[0].reason.split(":")[0], plan.best is None
+    (False, 'over memory_limit', True)
+    """
+def pmax(x: _T, axis_name: (str | int | Sequence[str | int])) -> _T:
+    """Maximum over named axes (and positional ints); over a bound name ``x`` lacks it returns ``x``.
+
+    >>> import namedarray as nx, jax.numpy as jnp
+    >>> nx.pmax(nx.wrap(jnp.array([1, 3, 2]), ["i"]), "i").tolist()
+    3
+    """
+def pmean(x: _T, axis_name: (str | int | Sequence[str | int])) -> _T:
+    """Mean over named axes (and positional ints); over a bound name ``x`` lacks it returns ``x``.
+
+    >>> import namedarray as nx, jax.numpy as jnp
+    >>> nx.pmean(nx.wrap(jnp.array([1.0, 3.0]), ["i"]), "i").tolist()
+    2.0
+    """
+def pmin(x: _T, axis_name: (str | int | Sequence[str | int])) -> _T:
+    """Minimum over named axes (and positional ints); over a bound name ``x`` lacks it returns ``x``.
+
+    >>> import namedarray as nx, jax.numpy as jnp
+    >>> nx.pmin(nx.wrap(jnp.array([1, 3, 2]), ["i"]), "i").tolist()
+    1
+    """
 @overload
 def poly(seq_of_zeros: NamedArray) -> NamedArray: ...
 @overload
-def poly(seq_of_zeros: ArrayLike) -> Array: ...
+def poly(seq_of_zeros: ArrayLike) -> Array:
+    """``nx.poly`` is lifted: it runs as if vmapped over every named axis of its NamedArray arguments, and
+    the result carries their names. Integer axis arguments count positional axes only, and a value
+    whose names leave it too few positional axes is an error.
+
+    The documentation of ``jax.numpy.poly`` follows.
+
+    Returns the coefficients of a polynomial for the given sequence of roots.
+
+    JAX implementation of :func:`numpy.poly`.
+
+    Args:
+      seq_of_zeros: A scalar or an array of roots of the polynomial of shape ``(M,)``
+        or ``(M, M)``.
+
+    Returns:
+      An array containing the coefficients of the polynomial. The dtype of the
+      output is always promoted to inexact.
+
+    Note:
+
+      :func:`jax.numpy.poly` differs from :func:`numpy.poly`:
+
+      - When the input is a scalar, ``np.poly`` raises a ``TypeError``, whereas
+        ``jnp.poly`` treats scalars the same as length-1 arrays.
+      - For complex-valued or square-shaped inputs, ``jnp.poly`` always returns
+        complex coefficients, whereas ``np.poly`` may return real or complex
+        depending on their values.
+
+    See also:
+      - :func:`jax.numpy.polyfit`: Least squares polynomial fit.
+      - :func:`jax.numpy.polyval`: Evaluate a polynomial at specific values.
+      - :func:`jax.numpy.roots`: Computes the roots of a polynomial for given
+        coefficients.
+
+    Examples:
+
+      Scalar inputs:
+
+      >>> jnp.poly(1)
+      Array([ 1., -1.], dtype=float32)
+
+      Input array with integer values:
+
+      >>> x = jnp.array([1, 2, 3])
+      >>> jnp.poly(x)
+      Array([ 1., -6., 11., -6.], dtype=float32)
+
+      Input array with complex conjugates:
+
+      >>> x = jnp.array([2, 1+2j, 1-2j])
+      >>> jnp.poly(x)
+      Array([  1.+0.j,  -4.+0.j,   9.+0.j, -10.+0.j], dtype=complex64)
+
+      Input array as square matrix with real valued inputs:
+
+      >>> x = jnp.array([[2, 1, 5],
+      ...                [3, 4, 7],
+      ...                [1, 3, 5]])
+      >>> jnp.round(jnp.poly(x))
+      Array([  1.+0.j, -11.-0.j,   9.+0.j, -15.+0.j], dtype=complex64)
+    """
 @overload
 def polyadd(a1: NamedArray, a2: NamedArray | ArrayLike) -> NamedArray: ...
 @overload
 def polyadd(a1: NamedArray | ArrayLike, a2: NamedArray) -> NamedArray: ...
 @overload
-def polyadd(a1: ArrayLike, a2: ArrayLike) -> Array: ...
+def polyadd(a1: ArrayLike, a2: ArrayLike) -> Array:
+    """``nx.polyadd`` is lifted: it runs as if vmapped over every named axis of its NamedArray arguments, and
+    the result carries their names. Integer axis arguments count positional axes only, and a value
+    whose names leave it too few positional axes is an error.
+
+    The documentation of ``jax.numpy.polyadd`` follows.
+
+    Returns the sum of the two polynomials.
+
+    JAX implementation of :func:`numpy.polyadd`.
+
+    Args:
+      a1: Array of polynomial coefficients.
+      a2: Array of polynomial coefficients.
+
+    Returns:
+      An array containing the coefficients of the sum of input polynomials.
+
+    Note:
+      :func:`jax.numpy.polyadd` only accepts arrays as input unlike
+      :func:`numpy.polyadd` which accepts scalar inputs as well.
+
+    See also:
+      - :func:`jax.numpy.polysub`: Computes the difference of two polynomials.
+      - :func:`jax.numpy.polymul`: Computes the product of two polynomials.
+      - :func:`jax.numpy.polydiv`: Computes the quotient and remainder of polynomial
+        division.
+
+    Examples:
+      >>> x1 = jnp.array([2, 3])
+      >>> x2 = jnp.array([5, 4, 1])
+      >>> jnp.polyadd(x1, x2)
+      Array([5, 6, 4], dtype=int32)
+
+      >>> x3 = jnp.array([[2, 3, 1]])
+      >>> x4 = jnp.array([[5, 7, 3],
+      ...                 [8, 2, 6]])
+      >>> jnp.polyadd(x3, x4)
+      Array([[ 5,  7,  3],
+             [10,  5,  7]], dtype=int32)
+
+      >>> x5 = jnp.array([1, 3, 5])
+      >>> x6 = jnp.array([[5, 7, 9],
+      ...                 [8, 6, 4]])
+      >>> jnp.polyadd(x5, x6)  # doctest: +IGNORE_EXCEPTION_DETAIL
+      Traceback (most recent call last):
+      ...
+      ValueError: Cannot broadcast to shape with fewer dimensions: arr_shape=(2, 3) shape=(2,)
+      >>> x7 = jnp.array([2])
+      >>> jnp.polyadd(x6, x7)
+      Array([[ 5,  7,  9],
+             [10,  8,  6]], dtype=int32)
+    """
 @overload
 def polyder(p: NamedArray, m: int = 1) -> NamedArray: ...
 @overload
-def polyder(p: ArrayLike, m: int = 1) -> Array: ...
+def polyder(p: ArrayLike, m: int = 1) -> Array:
+    """``nx.polyder`` is lifted: it runs as if vmapped over every named axis of its NamedArray arguments, and
+    the result carries their names. Integer axis arguments count positional axes only, and a value
+    whose names leave it too few positional axes is an error.
+
+    The documentation of ``jax.numpy.polyder`` follows.
+
+    Returns the coefficients of the derivative of specified order of a polynomial.
+
+    JAX implementation of :func:`numpy.polyder`.
+
+    Args:
+      p: Array of polynomials coefficients.
+      m: Order of differentiation (positive integer). Default is 1. It must be
+        specified statically.
+
+    Returns:
+      An array of polynomial coefficients representing the derivative.
+
+    Note:
+      :func:`jax.numpy.polyder` differs from :func:`numpy.polyder` when an integer
+      array is given. NumPy returns the result with dtype ``int`` whereas JAX
+      returns the result with dtype ``float``.
+
+    See also:
+      - :func:`jax.numpy.polyint`: Computes the integral of polynomial.
+      - :func:`jax.numpy.polyval`: Evaluates a polynomial at specific values.
+
+    Examples:
+
+      The first order derivative of the polynomial :math:`2 x^3 - 5 x^2 + 3 x - 1`
+      is :math:`6 x^2 - 10 x +3`:
+
+      >>> p = jnp.array([2, -5, 3, -1])
+      >>> jnp.polyder(p)
+      Array([  6., -10.,   3.], dtype=float32)
+
+      and its second order derivative is :math:`12 x - 10`:
+
+      >>> jnp.polyder(p, m=2)
+      Array([ 12., -10.], dtype=float32)
+    """
 @overload
 def polydiv(u: NamedArray, v: NamedArray | ArrayLike, *, trim_leading_zeros: builtins.bool = False) -> tuple[NamedArray, NamedArray]: ...
 @overload
 def polydiv(u: NamedArray | ArrayLike, v: NamedArray, *, trim_leading_zeros: builtins.bool = False) -> tuple[NamedArray, NamedArray]: ...
 @overload
-def polydiv(u: ArrayLike, v: ArrayLike, *, trim_leading_zeros: builtins.bool = False) -> tuple[Array, Array]: ...
+def polydiv(u: ArrayLike, v: ArrayLike, *, trim_leading_zeros: builtins.bool = False) -> tuple[Array, Array]:
+    """``nx.polydiv`` is lifted: it runs as if vmapped over every named axis of its NamedArray arguments, and
+    the result carries their names. Integer axis arguments count positional axes only, and a value
+    whose names leave it too few positional axes is an error.
+
+    The documentation of ``jax.numpy.polydiv`` follows.
+
+    Returns the quotient and remainder of polynomial division.
+
+    JAX implementation of :func:`numpy.polydiv`.
+
+    Args:
+      u: Array of dividend polynomial coefficients.
+      v: Array of divisor polynomial coefficients.
+      trim_leading_zeros: Default is ``False``. If ``True`` removes the leading
+        zeros in the return value to match the result of numpy. But prevents the
+        function from being able to be used in compiled code. Due to differences
+        in accumulation of floating point arithmetic errors, the cutoff for values
+        to be considered zero may lead to inconsistent results between NumPy and
+        JAX, and even between different JAX backends. The result may lead to
+        inconsistent output shapes when ``trim_leading_zeros=True``.
+
+    Returns:
+      A tuple of quotient and remainder arrays. The dtype of the output is always
+      promoted to inexact.
+
+    Note:
+      :func:`jax.numpy.polydiv` only accepts arrays as input unlike
+      :func:`numpy.polydiv` which accepts scalar inputs as well.
+
+    See also:
+      - :func:`jax.numpy.polyadd`: Computes the sum of two polynomials.
+      - :func:`jax.numpy.polysub`: Computes the difference of two polynomials.
+      - :func:`jax.numpy.polymul`: Computes the product of two polynomials.
+
+    Examples:
+      >>> x1 = jnp.array([5, 7, 9])
+      >>> x2 = jnp.array([4, 1])
+      >>> np.polydiv(x1, x2)
+      (array([1.25  , 1.4375]), array([7.5625]))
+      >>> jnp.polydiv(x1, x2)
+      (Array([1.25  , 1.4375], dtype=float32), Array([0.    , 0.    , 7.5625], dtype=float32))
+
+      If ``trim_leading_zeros=True``, the result matches with ``np.polydiv``'s.
+
+      >>> jnp.polydiv(x1, x2, trim_leading_zeros=True)
+      (Array([1.25  , 1.4375], dtype=float32), Array([7.5625], dtype=float32))
+    """
 @overload
 def polyfit(x: NamedArray, y: NamedArray | ArrayLike, deg: int, rcond: float | None = None, full: builtins.bool = False, w: NamedArray | ArrayLike | None = None, cov: builtins.bool = False) -> NamedArray | tuple[NamedArray, ...]: ...
 @overload
@@ -1331,48 +10791,505 @@ def polyfit(x: NamedArray | ArrayLike, y: NamedArray, deg: int, rcond: float | N
 @overload
 def polyfit(x: NamedArray | ArrayLike, y: NamedArray | ArrayLike, deg: int, rcond: float | None = None, full: builtins.bool = False, *, w: NamedArray, cov: builtins.bool = False) -> NamedArray | tuple[NamedArray, ...]: ...
 @overload
-def polyfit(x: ArrayLike, y: ArrayLike, deg: int, rcond: float | None = None, full: builtins.bool = False, w: ArrayLike | None = ..., cov: builtins.bool = False) -> Array | tuple[Array, ...]: ...
+def polyfit(x: ArrayLike, y: ArrayLike, deg: int, rcond: float | None = None, full: builtins.bool = False, w: ArrayLike | None = ..., cov: builtins.bool = False) -> Array | tuple[Array, ...]:
+    """``nx.polyfit`` is lifted: it runs as if vmapped over every named axis of its NamedArray arguments, and
+    the result carries their names. Integer axis arguments count positional axes only, and a value
+    whose names leave it too few positional axes is an error.
+
+    The documentation of ``jax.numpy.polyfit`` follows.
+
+    Least squares polynomial fit to data.
+
+    Jax implementation of :func:`numpy.polyfit`.
+
+    Given a set of data points ``(x, y)`` and degree of polynomial ``deg``, the
+    function finds a polynomial equation of the form:
+
+    .. math::
+
+      y = p(x) = p[0] x^{deg} + p[1] x^{deg - 1} + ... + p[deg]
+
+    Args:
+      x: Array of data points of shape ``(M,)``.
+      y: Array of data points of shape ``(M,)`` or ``(M, K)``.
+      deg: Degree of the polynomials. It must be specified statically.
+      rcond: Relative condition number of the fit. Default value is ``len(x) * eps``.
+         It must be specified statically.
+      full: Switch that controls the return value. Default is ``False`` which
+        restricts the return value to the array of polynomial coefficients ``p``.
+        If ``True``, the function returns a tuple ``(p, resids, rank, s, rcond)``.
+        It must be specified statically.
+      w: Array of weights of shape ``(M,)``. If None, all data points are considered
+        to have equal weight. If not None, the weight :math:`w_i` is applied to the
+        unsquared residual of :math:`y_i - \\widehat{y}_i` at :math:`x_i`, where
+        :math:`\\widehat{y}_i` is the fitted value of :math:`y_i`. Default is None.
+      cov: Boolean or string. If ``True``, returns the covariance matrix scaled
+        by ``resids/(M-deg-1)`` along with polynomial coefficients. If
+        ``cov='unscaled'``, returns the unscaled version of covariance matrix.
+        Default is ``False``. ``cov`` is ignored if ``full=True``. It must be
+        specified statically.
+
+    Returns:
+      - An array polynomial coefficients ``p`` if ``full=False`` and ``cov=False``.
+
+      - A tuple of arrays ``(p, resids, rank, s, rcond)`` if ``full=True``. Where
+
+        - ``p`` is an array of shape ``(M,)`` or ``(M, K)`` containing the polynomial
+          coefficients.
+        - ``resids`` is the sum of squared residual of shape () or (K,).
+        - ``rank`` is the rank of the matrix ``x``.
+        - ``s`` is the singular values of the matrix ``x``.
+        - ``rcond`` as the array.
+      - A tuple of arrays ``(p, C)`` if ``full=False`` and ``cov=True``. Where
+
+        - ``p`` is an array of shape ``(M,)`` or ``(M, K)`` containing the polynomial
+          coefficients.
+        - ``C`` is the covariance matrix of polynomial coefficients of shape
+          ``(deg + 1, deg + 1)`` or ``(deg + 1, deg + 1, 1)``.
+
+    Note:
+      Unlike :func:`numpy.polyfit` implementation of polyfit, :func:`jax.numpy.polyfit`
+      will not warn on rank reduction, which indicates an ill conditioned matrix.
+
+    See Also:
+      - :func:`jax.numpy.poly`: Finds the polynomial coefficients of the given
+        sequence of roots.
+      - :func:`jax.numpy.polyval`: Evaluate a polynomial at specific values.
+      - :func:`jax.numpy.roots`: Computes the roots of a polynomial for given
+        coefficients.
+
+    Examples:
+      >>> x = jnp.array([3., 6., 9., 4.])
+      >>> y = jnp.array([[0, 1, 2],
+      ...                [2, 5, 7],
+      ...                [8, 4, 9],
+      ...                [1, 6, 3]])
+      >>> p = jnp.polyfit(x, y, 2)
+      >>> with jnp.printoptions(precision=2, suppress=True):
+      ...   print(p)
+      [[ 0.2  -0.35 -0.14]
+       [-1.17  4.47  2.96]
+       [ 1.95 -8.21 -5.93]]
+
+      If ``full=True``, returns a tuple of arrays as follows:
+
+      >>> p, resids, rank, s, rcond = jnp.polyfit(x, y, 2, full=True)
+      >>> with jnp.printoptions(precision=2, suppress=True):
+      ...   print("Polynomial Coefficients:", "\\n", p, "\\n",
+      ...         "Residuals:", resids, "\\n",
+      ...         "Rank:", rank, "\\n",
+      ...         "s:", s, "\\n",
+      ...         "rcond:", rcond)
+      Polynomial Coefficients:
+      [[ 0.2  -0.35 -0.14]
+      [-1.17  4.47  2.96]
+      [ 1.95 -8.21 -5.93]]
+      Residuals: [0.37 5.94 0.61]
+      Rank: 3
+      s: [1.67 0.47 0.04]
+      rcond: 4.7683716e-07
+
+      If ``cov=True`` and ``full=False``, returns a tuple of arrays having
+      polynomial coefficients and covariance matrix.
+
+      >>> p, C = jnp.polyfit(x, y, 2, cov=True)
+      >>> p.shape, C.shape
+      ((3, 3), (3, 3, 3))
+    """
 @overload
 def polyint(p: NamedArray, m: int = 1, k: int | NamedArray | ArrayLike | None = None) -> NamedArray: ...
 @overload
 def polyint(p: NamedArray | ArrayLike, m: int = 1, *, k: NamedArray) -> NamedArray: ...
 @overload
-def polyint(p: ArrayLike, m: int = 1, k: int | ArrayLike | None = ...) -> Array: ...
+def polyint(p: ArrayLike, m: int = 1, k: int | ArrayLike | None = ...) -> Array:
+    """``nx.polyint`` is lifted: it runs as if vmapped over every named axis of its NamedArray arguments, and
+    the result carries their names. Integer axis arguments count positional axes only, and a value
+    whose names leave it too few positional axes is an error.
+
+    The documentation of ``jax.numpy.polyint`` follows.
+
+    Returns the coefficients of the integration of specified order of a polynomial.
+
+    JAX implementation of :func:`numpy.polyint`.
+
+    Args:
+      p: An array of polynomial coefficients.
+      m: Order of integration. Default is 1. It must be specified statically.
+      k: Scalar or array of ``m`` integration constant (s).
+
+    Returns:
+      An array of coefficients of integrated polynomial.
+
+    See also:
+      - :func:`jax.numpy.polyder`: Computes the coefficients of the derivative of
+        a polynomial.
+      - :func:`jax.numpy.polyval`: Evaluates a polynomial at specific values.
+
+    Examples:
+
+      The first order integration of the polynomial :math:`12 x^2 + 12 x + 6` is
+      :math:`4 x^3 + 6 x^2 + 6 x`.
+
+      >>> p = jnp.array([12, 12, 6])
+      >>> jnp.polyint(p)
+      Array([4., 6., 6., 0.], dtype=float32)
+
+      Since the constant ``k`` is not provided, the result included ``0`` at the end.
+      If the constant ``k`` is provided:
+
+      >>> jnp.polyint(p, k=4)
+      Array([4., 6., 6., 4.], dtype=float32)
+
+      and the second order integration is :math:`x^4 + 2 x^3 + 3 x`:
+
+      >>> jnp.polyint(p, m=2)
+      Array([1., 2., 3., 0., 0.], dtype=float32)
+
+      When ``m>=2``, the constants ``k`` should be provided as an array having
+      ``m`` elements. The second order integration of the polynomial
+      :math:`12 x^2 + 12 x + 6` with the constants ``k=[4, 5]`` is
+      :math:`x^4 + 2 x^3 + 3 x^2 + 4 x + 5`:
+
+      >>> jnp.polyint(p, m=2, k=jnp.array([4, 5]))
+      Array([1., 2., 3., 4., 5.], dtype=float32)
+    """
 @overload
 def polymul(a1: NamedArray, a2: NamedArray | ArrayLike, *, trim_leading_zeros: builtins.bool = False) -> NamedArray: ...
 @overload
 def polymul(a1: NamedArray | ArrayLike, a2: NamedArray, *, trim_leading_zeros: builtins.bool = False) -> NamedArray: ...
 @overload
-def polymul(a1: ArrayLike, a2: ArrayLike, *, trim_leading_zeros: builtins.bool = False) -> Array: ...
+def polymul(a1: ArrayLike, a2: ArrayLike, *, trim_leading_zeros: builtins.bool = False) -> Array:
+    """``nx.polymul`` is lifted: it runs as if vmapped over every named axis of its NamedArray arguments, and
+    the result carries their names. Integer axis arguments count positional axes only, and a value
+    whose names leave it too few positional axes is an error.
+
+    The documentation of ``jax.numpy.polymul`` follows.
+
+    Returns the product of two polynomials.
+
+    JAX implementation of :func:`numpy.polymul`.
+
+    Args:
+      a1: 1D array of polynomial coefficients.
+      a2: 1D array of polynomial coefficients.
+      trim_leading_zeros: Default is ``False``. If ``True`` removes the leading
+        zeros in the return value to match the result of numpy. But prevents the
+        function from being able to be used in compiled code. Due to differences
+        in accumulation of floating point arithmetic errors, the cutoff for values
+        to be considered zero may lead to inconsistent results between NumPy and
+        JAX, and even between different JAX backends. The result may lead to
+        inconsistent output shapes when ``trim_leading_zeros=True``.
+
+    Returns:
+      An array of the coefficients of the product of the two polynomials. The dtype
+      of the output is always promoted to inexact.
+
+    Note:
+      :func:`jax.numpy.polymul` only accepts arrays as input unlike
+      :func:`numpy.polymul` which accepts scalar inputs as well.
+
+    See also:
+      - :func:`jax.numpy.polyadd`: Computes the sum of two polynomials.
+      - :func:`jax.numpy.polysub`: Computes the difference of two polynomials.
+      - :func:`jax.numpy.polydiv`: Computes the quotient and remainder of polynomial
+        division.
+
+    Examples:
+      >>> x1 = np.array([2, 1, 0])
+      >>> x2 = np.array([0, 5, 0, 3])
+      >>> np.polymul(x1, x2)
+      array([10,  5,  6,  3,  0])
+      >>> jnp.polymul(x1, x2)
+      Array([ 0., 10.,  5.,  6.,  3.,  0.], dtype=float32)
+
+      If ``trim_leading_zeros=True``, the result matches with ``np.polymul``'s.
+
+      >>> jnp.polymul(x1, x2, trim_leading_zeros=True)
+      Array([10.,  5.,  6.,  3.,  0.], dtype=float32)
+
+      For input arrays of dtype ``complex``:
+
+      >>> x3 = np.array([2., 1+2j, 1-2j])
+      >>> x4 = np.array([0, 5, 0, 3])
+      >>> np.polymul(x3, x4)
+      array([10. +0.j,  5.+10.j, 11.-10.j,  3. +6.j,  3. -6.j])
+      >>> jnp.polymul(x3, x4)
+      Array([ 0. +0.j, 10. +0.j,  5.+10.j, 11.-10.j,  3. +6.j,  3. -6.j],      dtype=complex64)
+      >>> jnp.polymul(x3, x4, trim_leading_zeros=True)
+      Array([10. +0.j,  5.+10.j, 11.-10.j,  3. +6.j,  3. -6.j], dtype=complex64)
+    """
 @overload
 def polysub(a1: NamedArray, a2: NamedArray | ArrayLike) -> NamedArray: ...
 @overload
 def polysub(a1: NamedArray | ArrayLike, a2: NamedArray) -> NamedArray: ...
 @overload
-def polysub(a1: ArrayLike, a2: ArrayLike) -> Array: ...
+def polysub(a1: ArrayLike, a2: ArrayLike) -> Array:
+    """``nx.polysub`` is lifted: it runs as if vmapped over every named axis of its NamedArray arguments, and
+    the result carries their names. Integer axis arguments count positional axes only, and a value
+    whose names leave it too few positional axes is an error.
+
+    The documentation of ``jax.numpy.polysub`` follows.
+
+    Returns the difference of two polynomials.
+
+    JAX implementation of :func:`numpy.polysub`.
+
+    Args:
+      a1: Array of minuend polynomial coefficients.
+      a2: Array of subtrahend polynomial coefficients.
+
+    Returns:
+      An array containing the coefficients of the difference of two polynomials.
+
+    Note:
+      :func:`jax.numpy.polysub` only accepts arrays as input unlike
+      :func:`numpy.polysub` which accepts scalar inputs as well.
+
+    See also:
+      - :func:`jax.numpy.polyadd`: Computes the sum of two polynomials.
+      - :func:`jax.numpy.polymul`: Computes the product of two polynomials.
+      - :func:`jax.numpy.polydiv`: Computes the quotient and remainder of polynomial
+        division.
+
+    Examples:
+      >>> x1 = jnp.array([2, 3])
+      >>> x2 = jnp.array([5, 4, 1])
+      >>> jnp.polysub(x1, x2)
+      Array([-5, -2,  2], dtype=int32)
+
+      >>> x3 = jnp.array([[2, 3, 1]])
+      >>> x4 = jnp.array([[5, 7, 3],
+      ...                 [8, 2, 6]])
+      >>> jnp.polysub(x3, x4)
+      Array([[-5, -7, -3],
+             [-6,  1, -5]], dtype=int32)
+
+      >>> x5 = jnp.array([1, 3, 5])
+      >>> x6 = jnp.array([[5, 7, 9],
+      ...                 [8, 6, 4]])
+      >>> jnp.polysub(x5, x6)  # doctest: +IGNORE_EXCEPTION_DETAIL
+      Traceback (most recent call last):
+      ...
+      ValueError: Cannot broadcast to shape with fewer dimensions: arr_shape=(2, 3) shape=(2,)
+      >>> x7 = jnp.array([2])
+      >>> jnp.polysub(x6, x7)
+      Array([[5, 7, 9],
+             [6, 4, 2]], dtype=int32)
+    """
 @overload
 def polyval(p: NamedArray, x: NamedArray | ArrayLike, *, unroll: int = 16) -> NamedArray: ...
 @overload
 def polyval(p: NamedArray | ArrayLike, x: NamedArray, *, unroll: int = 16) -> NamedArray: ...
 @overload
-def polyval(p: ArrayLike, x: ArrayLike, *, unroll: int = 16) -> Array: ...
+def polyval(p: ArrayLike, x: ArrayLike, *, unroll: int = 16) -> Array:
+    """``nx.polyval`` is lifted: it runs as if vmapped over every named axis of its NamedArray arguments, and
+    the result carries their names. Integer axis arguments count positional axes only, and a value
+    whose names leave it too few positional axes is an error.
+
+    The documentation of ``jax.numpy.polyval`` follows.
+
+    Evaluates the polynomial at specific values.
+
+    JAX implementations of :func:`numpy.polyval`.
+
+    For the 1D-polynomial coefficients ``p`` of length ``M``, the function returns
+    the value:
+
+    .. math::
+
+      p_0 x^{M - 1} + p_1 x^{M - 2} + ... + p_{M - 1}
+
+    Args:
+      p: An array of polynomial coefficients of shape ``(M,)``.
+      x: A number or an array of numbers.
+      unroll: A number used to control the number of unrolled steps with
+        ``lax.scan``. It must be specified statically.
+
+    Returns:
+      An array of same shape as ``x``.
+
+    Note:
+
+      The ``unroll`` parameter is JAX specific. It does not affect correctness but
+      can have a major impact on performance for evaluating high-order polynomials.
+      The parameter controls the number of unrolled steps with ``lax.scan`` inside
+      the ``jnp.polyval`` implementation. Consider setting ``unroll=128`` (or even
+      higher) to improve runtime performance on accelerators, at the cost of
+      increased compilation time.
+
+    See also:
+      - :func:`jax.numpy.polyfit`: Least squares polynomial fit.
+      - :func:`jax.numpy.poly`: Finds the coefficients of a polynomial with given
+        roots.
+      - :func:`jax.numpy.roots`: Computes the roots of a polynomial for given
+        coefficients.
+
+    Examples:
+      >>> p = jnp.array([2, 5, 1])
+      >>> jnp.polyval(p, 3)
+      Array(34, dtype=int32)
+
+      If ``x`` is a 2D array, ``polyval`` returns 2D-array with same shape as
+      that of ``x``:
+
+      >>> x = jnp.array([[2, 1, 5],
+      ...                [3, 4, 7],
+      ...                [1, 3, 5]])
+      >>> jnp.polyval(p, x)
+      Array([[ 19,   8,  76],
+             [ 34,  53, 134],
+             [  8,  34,  76]], dtype=int32)
+    """
 @overload
 def positive(x: NamedArray, /) -> NamedArray: ...
 @overload
-def positive(x: ArrayLike, /) -> Array: ...
+def positive(x: ArrayLike, /) -> Array:
+    """``nx.positive`` works elementwise and broadcasts by name: the result carries every name of its operands (one size per name), and positional axes broadcast by NumPy's rules.
+
+    The documentation of ``jax.numpy.positive`` follows.
+
+    Return element-wise positive values of the input.
+
+    JAX implementation of :obj:`numpy.positive`.
+
+    Args:
+      x: input array or scalar
+
+    Returns:
+      An array of same shape and dtype as ``x`` containing ``+x``.
+
+    Note:
+      ``jnp.positive`` is equivalent to ``x.copy()`` and is defined only for the
+      types that support arithmetic operations.
+
+    See also:
+      - :func:`jax.numpy.negative`: Returns element-wise negative values of the input.
+      - :func:`jax.numpy.sign`: Returns element-wise indication of sign of the input.
+
+    Examples:
+      For real-valued inputs:
+
+      >>> x = jnp.array([-5, 4, 7., -9.5])
+      >>> jnp.positive(x)
+      Array([-5. ,  4. ,  7. , -9.5], dtype=float32)
+      >>> x.copy()
+      Array([-5. ,  4. ,  7. , -9.5], dtype=float32)
+
+      For complex inputs:
+
+      >>> x1 = jnp.array([1-2j, -3+4j, 5-6j])
+      >>> jnp.positive(x1)
+      Array([ 1.-2.j, -3.+4.j,  5.-6.j], dtype=complex64)
+      >>> x1.copy()
+      Array([ 1.-2.j, -3.+4.j,  5.-6.j], dtype=complex64)
+
+      For uint32:
+
+      >>> x2 = jnp.array([6, 0, -4]).astype(jnp.uint32)
+      >>> x2
+      Array([         6,          0, 4294967292], dtype=uint32)
+      >>> jnp.positive(x2)
+      Array([         6,          0, 4294967292], dtype=uint32)
+    """
 @overload
 def pow(x1: NamedArray, x2: NamedArray | ArrayLike, /) -> NamedArray: ...
 @overload
 def pow(x1: NamedArray | ArrayLike, x2: NamedArray, /) -> NamedArray: ...
 @overload
-def pow(x1: ArrayLike, x2: ArrayLike, /) -> Array: ...
+def pow(x1: ArrayLike, x2: ArrayLike, /) -> Array:
+    """``nx.pow`` works elementwise and broadcasts by name: the result carries every name of its operands (one size per name), and positional axes broadcast by NumPy's rules.
+
+    The documentation of ``jax.numpy.pow`` follows.
+
+    Alias of :func:`jax.numpy.power`
+    """
 @overload
 def power(x1: NamedArray, x2: NamedArray | ArrayLike, /) -> NamedArray: ...
 @overload
 def power(x1: NamedArray | ArrayLike, x2: NamedArray, /) -> NamedArray: ...
 @overload
-def power(x1: ArrayLike, x2: ArrayLike, /) -> Array: ...
-def ppermute(x: _T, axis_name: str | Sequence[str], perm: Sequence[tuple[int, int]] | None = None, *, shift: int | None = None) -> _T: ...
+def power(x1: ArrayLike, x2: ArrayLike, /) -> Array:
+    """``nx.power`` works elementwise and broadcasts by name: the result carries every name of its operands (one size per name), and positional axes broadcast by NumPy's rules.
+
+    The documentation of ``jax.numpy.power`` follows.
+
+    Calculate element-wise base ``x1`` exponential of ``x2``.
+
+    JAX implementation of :obj:`numpy.power`.
+
+    Args:
+      x1: scalar or array. Specifies the bases.
+      x2: scalar or array. Specifies the exponent. ``x1`` and ``x2`` should either
+        have same shape or be broadcast compatible.
+
+    Returns:
+      An array containing the base ``x1`` exponentials of ``x2`` with same dtype
+      as input.
+
+    Note:
+      - When ``x2`` is a concrete integer scalar, ``jnp.power`` lowers to
+        :func:`jax.lax.integer_pow`.
+      - When ``x2`` is a traced scalar or an array, ``jnp.power`` lowers to
+        :func:`jax.lax.pow`.
+      - ``jnp.power`` raises a ``TypeError`` for integer type raised to a concrete
+        negative integer power. For a non-concrete power, the operation is invalid
+        and the returned value is implementation-defined.
+      - ``jnp.power`` returns ``nan`` for negative value raised to the power of
+        non-integer values.
+
+    See also:
+      - :func:`jax.lax.pow`: Computes element-wise power, :math:`x^y`.
+      - :func:`jax.lax.integer_pow`: Computes element-wise power :math:`x^y`, where
+        :math:`y` is a fixed integer.
+      - :func:`jax.numpy.float_power`: Computes the first array raised to the power
+        of second array, element-wise, by promoting to the inexact dtype.
+      - :func:`jax.numpy.pow`: Computes the first array raised to the power of second
+        array, element-wise.
+
+    Examples:
+      Inputs with scalar integers:
+
+      >>> jnp.power(4, 3)
+      Array(64, dtype=int32, weak_type=True)
+
+      Inputs with same shape:
+
+      >>> x1 = jnp.array([2, 4, 5])
+      >>> x2 = jnp.array([3, 0.5, 2])
+      >>> jnp.power(x1, x2)
+      Array([ 8.,  2., 25.], dtype=float32)
+
+      Inputs with broadcast compatibility:
+
+      >>> x3 = jnp.array([-2, 3, 1])
+      >>> x4 = jnp.array([[4, 1, 6],
+      ...                 [1.3, 3, 5]])
+      >>> jnp.power(x3, x4)
+      Array([[16.,  3.,  1.],
+             [nan, 27.,  1.]], dtype=float32)
+    """
+def ppermute(x: _T, axis_name: str | Sequence[str], perm: Sequence[tuple[int, int]] | None = None, *, shift: int | None = None) -> _T:
+    """Move slices along named axes: each ``(src, dst)`` pair of ``perm`` copies index ``src`` to ``dst``.
+
+    Destinations no pair reaches are zero-filled, as in JAX. ``shift=k`` is the periodic shift
+    ``perm = [(j, (j + k) % n) for j in range(n)]``. The named shape is unchanged.
+
+    >>> import namedarray as nx, jax.numpy as jnp
+    >>> x = nx.wrap(jnp.array([1, 2, 3]), ["i"])
+    >>> nx.ppermute(x, "i", [(0, 1), (1, 2)]).unwrap(["i"]).tolist()
+    [0, 1, 2]
+    >>> nx.ppermute(x, "i", shift=1).unwrap(["i"]).tolist()
+    [3, 1, 2]
+    """
+def printoptions(*args, **kwargs):
+    """Alias of :func:`numpy.printoptions`.
+
+    JAX arrays are printed via NumPy, so NumPy's `printoptions`
+    configurations will apply to printed JAX arrays.
+
+    See the :func:`numpy.set_printoptions` documentation for details
+    on the available options and their meanings.
+    """
 @overload
 def prod(a: NamedArray, axis: int | str | Sequence[int | str] | None = None, dtype: DTypeLike | None = None, out: None = None, keepdims: builtins.bool = False, initial: NamedArray | ArrayLike | None = None, where: NamedArray | ArrayLike | None = None, promote_integers: builtins.bool = True) -> NamedArray: ...
 @overload
@@ -1380,14 +11297,204 @@ def prod(a: NamedArray | ArrayLike, axis: int | str | Sequence[int | str] | None
 @overload
 def prod(a: NamedArray | ArrayLike, axis: int | str | Sequence[int | str] | None = None, dtype: DTypeLike | None = None, out: None = None, keepdims: builtins.bool = False, initial: NamedArray | ArrayLike | None = None, *, where: NamedArray, promote_integers: builtins.bool = True) -> NamedArray: ...
 @overload
-def prod(a: ArrayLike, axis: int | str | Sequence[int | str] | None = None, dtype: DTypeLike | None = None, out: None = None, keepdims: builtins.bool = False, initial: ArrayLike | None = ..., where: ArrayLike | None = ..., promote_integers: builtins.bool = True) -> Array: ...
-def pshuffle(x: _T, axis_name: str | Sequence[str], perm: Sequence[int]) -> _T: ...
-def psum(x: _T, axis_name: (str | int | Sequence[str | int])) -> _T: ...
-def psum_scatter(x: _T, axis_name: str | Sequence[str], *, scatter_dimension: int = 0, tiled: builtins.bool = False) -> _T: ...
+def prod(a: ArrayLike, axis: int | str | Sequence[int | str] | None = None, dtype: DTypeLike | None = None, out: None = None, keepdims: builtins.bool = False, initial: ArrayLike | None = ..., where: ArrayLike | None = ..., promote_integers: builtins.bool = True) -> Array:
+    """``nx.prod`` reduces the axes given in ``axis``: positions (ints) and names (strings), mixed freely
+    (``axis=("batch", 0)``); the names not given are kept. ``axis=None`` reduces the positional axes
+    only, as in xmap, and is an error on a value whose axes are all named (except inside ``nx.xmap``).
+    ``keepdims=True`` keeps reduced positional axes (size 1); reduced names are dropped even then,
+    since names broadcast by name (``x - x.mean("batch")`` already lines up).
+
+    The documentation of ``jax.numpy.prod`` follows.
+
+    Return product of the array elements over a given axis.
+
+    JAX implementation of :func:`numpy.prod`.
+
+    Args:
+      a: Input array.
+      axis: int or array, default=None. Axis along which the product to be computed.
+        If None, the product is computed along all the axes.
+      dtype: The type of the output array. Default=None.
+      keepdims: bool, default=False. If true, reduced axes are left in the result
+        with size 1.
+      initial: int or array, Default=None. Initial value for the product.
+      where: int or array, default=None. The elements to be used in the product.
+        Array should be broadcast compatible to the input.
+      promote_integers : bool, default=True. If True, then integer inputs will be
+        promoted to the widest available integer dtype, following numpy's behavior.
+        If False, the result will have the same dtype as the input.
+        ``promote_integers`` is ignored if ``dtype`` is specified.
+      out: Unused by JAX.
+
+    Returns:
+      An array of the product along the given axis.
+
+    See also:
+      - :func:`jax.numpy.sum`: Compute the sum of array elements over a given axis.
+      - :func:`jax.numpy.max`: Compute the maximum of array elements over given axis.
+      - :func:`jax.numpy.min`: Compute the minimum of array elements over given axis.
+
+    Examples:
+      By default, ``jnp.prod`` computes along all the axes.
+
+      >>> x = jnp.array([[1, 3, 4, 2],
+      ...                [5, 2, 1, 3],
+      ...                [2, 1, 3, 1]])
+      >>> jnp.prod(x)
+      Array(4320, dtype=int32)
+
+      If ``axis=1``, product is computed along axis 1.
+
+      >>> jnp.prod(x, axis=1)
+      Array([24, 30,  6], dtype=int32)
+
+      If ``keepdims=True``, ``ndim`` of the output is equal to that of the input.
+
+      >>> jnp.prod(x, axis=1, keepdims=True)
+      Array([[24],
+             [30],
+             [ 6]], dtype=int32)
+
+      To include only specific elements in the sum, you can use a``where``.
+
+      >>> where=jnp.array([[1, 0, 1, 0],
+      ...                  [0, 0, 1, 1],
+      ...                  [1, 1, 1, 0]], dtype=bool)
+      >>> jnp.prod(x, axis=1, keepdims=True, where=where)
+      Array([[4],
+             [3],
+             [6]], dtype=int32)
+      >>> where = jnp.array([[False],
+      ...                    [False],
+      ...                    [False]])
+      >>> jnp.prod(x, axis=1, keepdims=True, where=where)
+      Array([[1],
+             [1],
+             [1]], dtype=int32)
+    """
+def promote_types(a: DTypeLike, b: DTypeLike) -> Any:
+    """Returns the type to which a binary operation should cast its arguments.
+
+    JAX implementation of :func:`numpy.promote_types`. For details of JAX's
+    type promotion semantics, see :ref:`type-promotion`.
+
+    Args:
+      a: a :class:`numpy.dtype` or a dtype specifier.
+      b: a :class:`numpy.dtype` or a dtype specifier.
+
+    Returns:
+      A :class:`numpy.dtype` object.
+
+    Examples:
+      Type specifiers may be strings, dtypes, or scalar types, and the return
+      value is always a dtype:
+
+      >>> jnp.promote_types('int32', 'float32')  # strings
+      dtype('float32')
+      >>> jnp.promote_types(jnp.dtype('int32'), jnp.dtype('float32'))  # dtypes
+      dtype('float32')
+      >>> jnp.promote_types(jnp.int32, jnp.float32)  # scalar types
+      dtype('float32')
+
+      Built-in scalar types (:type:`int`, :type:`float`, or :type:`complex`) are
+      treated as weakly-typed and will not change the bit width of a strongly-typed
+      counterpart (see discussion in :ref:`type-promotion`):
+
+      >>> jnp.promote_types('uint8', int)
+      dtype('uint8')
+      >>> jnp.promote_types('float16', float)
+      dtype('float16')
+
+      This differs from the NumPy version of this function, which treats built-in scalar
+      types as equivalent to 64-bit types:
+
+      >>> import numpy
+      >>> numpy.promote_types('uint8', int)
+      dtype('int64')
+      >>> numpy.promote_types('float16', float)
+      dtype('float64')
+    """
+def pshuffle(x: _T, axis_name: str | Sequence[str], perm: Sequence[int]) -> _T:
+    """Permute along named axes: index ``i`` of the result takes index ``perm[i]`` of ``x``.
+
+    Over a tuple of names the indices are row-major linear indices. The named shape is unchanged.
+
+    >>> import namedarray as nx, jax.numpy as jnp
+    >>> x = nx.wrap(jnp.arange(4), ["i"])
+    >>> nx.pshuffle(x, "i", [3, 1, 2, 0]).unwrap(["i"]).tolist()
+    [3, 1, 2, 0]
+    """
+def psum(x: _T, axis_name: (str | int | Sequence[str | int])) -> _T:
+    """Sum over named axes (and positional ints) of ``x``; a bound name ``x`` lacks multiplies by its size.
+
+    ``nx.psum(1, "i")`` is the size of the bound axis ``i`` (a Python int). Reduced names leave the named
+    shape. ``x`` may be a pytree.
+
+    >>> import namedarray as nx, jax.numpy as jnp
+    >>> x = nx.wrap(jnp.arange(6).reshape(2, 3), ["i", "j"])
+    >>> nx.psum(x, ("i", "j")).tolist(), nx.psum(x, "j").unwrap(["i"]).tolist()
+    (15, [3, 12])
+    """
+def psum_scatter(x: _T, axis_name: str | Sequence[str], *, scatter_dimension: int = 0, tiled: builtins.bool = False) -> _T:
+    """Sum over named axes, then hand slice ``k`` of positional ``scatter_dimension`` to index ``k``.
+
+    Unlike xmap, the result keeps the names (it varies along them). Untiled, the scatter dimension must
+    have the size of ``axis_name`` and is consumed; tiled, it must be divisible by it and shrinks.
+
+    >>> import namedarray as nx, jax.numpy as jnp
+    >>> x = nx.wrap(jnp.ones((2, 2)), ["i", ...])
+    >>> y = nx.psum_scatter(x, "i")
+    >>> y.shape, y.named_shape, y.unwrap(["i"]).tolist()
+    ((), {'i': 2}, [2.0, 2.0])
+    """
 @overload
 def ptp(a: NamedArray, axis: int | str | Sequence[int | str] | None = None, out: None = None, keepdims: builtins.bool = False) -> NamedArray: ...
 @overload
-def ptp(a: ArrayLike, axis: int | str | Sequence[int | str] | None = None, out: None = None, keepdims: builtins.bool = False) -> Array: ...
+def ptp(a: ArrayLike, axis: int | str | Sequence[int | str] | None = None, out: None = None, keepdims: builtins.bool = False) -> Array:
+    """``nx.ptp`` reduces the axes given in ``axis``: positions (ints) and names (strings), mixed freely
+    (``axis=("batch", 0)``); the names not given are kept. ``axis=None`` reduces the positional axes
+    only, as in xmap, and is an error on a value whose axes are all named (except inside ``nx.xmap``).
+    ``keepdims=True`` keeps reduced positional axes (size 1); reduced names are dropped even then,
+    since names broadcast by name (``x - x.mean("batch")`` already lines up).
+
+    The documentation of ``jax.numpy.ptp`` follows.
+
+    Return the peak-to-peak range along a given axis.
+
+    JAX implementation of :func:`numpy.ptp`.
+
+    Args:
+      a: input array.
+      axis: optional, int or sequence of ints, default=None. Axis along which the
+        range is computed. If None, the range is computed on the flattened array.
+      keepdims: bool, default=False. If true, reduced axes are left in the result
+        with size 1.
+      out: Unused by JAX.
+
+    Returns:
+      An array with the range of elements along specified axis of input.
+
+    Examples:
+      By default, ``jnp.ptp`` computes the range along all axes.
+
+      >>> x = jnp.array([[1, 3, 5, 2],
+      ...                [4, 6, 8, 1],
+      ...                [7, 9, 3, 4]])
+      >>> jnp.ptp(x)
+      Array(8, dtype=int32)
+
+      If ``axis=1``, computes the range along axis 1.
+
+      >>> jnp.ptp(x, axis=1)
+      Array([4, 7, 6], dtype=int32)
+
+      To preserve the dimensions of input, you can set ``keepdims=True``.
+
+      >>> jnp.ptp(x, axis=1, keepdims=True)
+      Array([[4],
+             [7],
+             [6]], dtype=int32)
+    """
 @overload
 def put(a: NamedArray, ind: NamedArray | ArrayLike, v: NamedArray | ArrayLike, mode: str | None = None, *, inplace: builtins.bool = True) -> NamedArray: ...
 @overload
@@ -1395,7 +11502,75 @@ def put(a: NamedArray | ArrayLike, ind: NamedArray, v: NamedArray | ArrayLike, m
 @overload
 def put(a: NamedArray | ArrayLike, ind: NamedArray | ArrayLike, v: NamedArray, mode: str | None = None, *, inplace: builtins.bool = True) -> NamedArray: ...
 @overload
-def put(a: ArrayLike, ind: ArrayLike, v: ArrayLike, mode: str | None = None, *, inplace: builtins.bool = True) -> Array: ...
+def put(a: ArrayLike, ind: ArrayLike, v: ArrayLike, mode: str | None = None, *, inplace: builtins.bool = True) -> Array:
+    """``nx.put`` is lifted: it runs as if vmapped over every named axis of its NamedArray arguments, and
+    the result carries their names. Integer axis arguments count positional axes only, and a value
+    whose names leave it too few positional axes is an error.
+
+    The documentation of ``jax.numpy.put`` follows.
+
+    Put elements into an array at given indices.
+
+    JAX implementation of :func:`numpy.put`.
+
+    The semantics of :func:`numpy.put` are to modify arrays in-place, which
+    is not possible for JAX's immutable arrays. The JAX version returns a modified
+    copy of the input, and adds the ``inplace`` parameter which must be set to
+    `False`` by the user as a reminder of this API difference.
+
+    Args:
+      a: array into which values will be placed.
+      ind: array of indices over the flattened array at which to put values.
+      v: array of values to put into the array.
+      mode: string specifying how to handle out-of-bound indices. Supported values:
+
+        - ``"clip"`` (default): clip out-of-bound indices to the final index.
+        - ``"wrap"``: wrap out-of-bound indices to the beginning of the array.
+
+      inplace: must be set to False to indicate that the input is not modified
+        in-place, but rather a modified copy is returned.
+
+    Returns:
+      A copy of ``a`` with specified entries updated.
+
+    See Also:
+      - :func:`jax.numpy.place`: place elements into an array via boolean mask.
+      - :func:`jax.numpy.ndarray.at`: array updates using NumPy-style indexing.
+      - :func:`jax.numpy.take`: extract values from an array at given indices.
+
+    Examples:
+      >>> x = jnp.zeros(5, dtype=int)
+      >>> indices = jnp.array([0, 2, 4])
+      >>> values = jnp.array([10, 20, 30])
+      >>> jnp.put(x, indices, values, inplace=False)
+      Array([10,  0, 20,  0, 30], dtype=int32)
+
+      This is equivalent to the following :attr:`jax.numpy.ndarray.at` indexing syntax:
+
+      >>> x.at[indices].set(values)
+      Array([10,  0, 20,  0, 30], dtype=int32)
+
+      There are two modes for handling out-of-bound indices. By default they are
+      clipped:
+
+      >>> indices = jnp.array([0, 2, 6])
+      >>> jnp.put(x, indices, values, inplace=False, mode='clip')
+      Array([10,  0, 20,  0, 30], dtype=int32)
+
+      Alternatively, they can be wrapped to the beginning of the array:
+
+      >>> jnp.put(x, indices, values, inplace=False, mode='wrap')
+      Array([10,  30, 20,  0, 0], dtype=int32)
+
+      For N-dimensional inputs, the indices refer to the flattened array:
+
+      >>> x = jnp.zeros((3, 5), dtype=int)
+      >>> indices = jnp.array([0, 7, 14])
+      >>> jnp.put(x, indices, values, inplace=False)
+      Array([[10,  0,  0,  0,  0],
+             [ 0,  0, 20,  0,  0],
+             [ 0,  0,  0,  0, 30]], dtype=int32)
+    """
 @overload
 def put_along_axis(arr: NamedArray, indices: NamedArray | ArrayLike, values: NamedArray | ArrayLike, axis: int | None, inplace: builtins.bool = True, *, mode: str | None = None) -> NamedArray: ...
 @overload
@@ -1403,7 +11578,55 @@ def put_along_axis(arr: NamedArray | ArrayLike, indices: NamedArray, values: Nam
 @overload
 def put_along_axis(arr: NamedArray | ArrayLike, indices: NamedArray | ArrayLike, values: NamedArray, axis: int | None, inplace: builtins.bool = True, *, mode: str | None = None) -> NamedArray: ...
 @overload
-def put_along_axis(arr: ArrayLike, indices: ArrayLike, values: ArrayLike, axis: int | None, inplace: builtins.bool = True, *, mode: str | None = None) -> Array: ...
+def put_along_axis(arr: ArrayLike, indices: ArrayLike, values: ArrayLike, axis: int | None, inplace: builtins.bool = True, *, mode: str | None = None) -> Array:
+    """``nx.put_along_axis`` is lifted: it runs as if vmapped over every named axis of its NamedArray arguments, and
+    the result carries their names. Integer axis arguments count positional axes only, and a value
+    whose names leave it too few positional axes is an error.
+
+    The documentation of ``jax.numpy.put_along_axis`` follows.
+
+    Put values into the destination array by matching 1d index and data slices.
+
+    JAX implementation of :func:`numpy.put_along_axis`.
+
+    The semantics of :func:`numpy.put_along_axis` are to modify arrays in-place, which
+    is not possible for JAX's immutable arrays. The JAX version returns a modified
+    copy of the input, and adds the ``inplace`` parameter which must be set to
+    `False`` by the user as a reminder of this API difference.
+
+    Args:
+      arr: array into which values will be put.
+      indices: array of indices at which to put values.
+      values: array of values to put into the array.
+      axis: the axis along which to put values. If not specified, the array will
+        be flattened before indexing is applied.
+      inplace: must be set to False to indicate that the input is not modified
+        in-place, but rather a modified copy is returned.
+      mode: Out-of-bounds indexing mode. For more discussion of ``mode`` options,
+        see :attr:`jax.numpy.ndarray.at`.
+
+    Returns:
+      A copy of ``a`` with specified entries updated.
+
+    See Also:
+      - :func:`jax.numpy.put`: put elements into an array at given indices.
+      - :func:`jax.numpy.place`: place elements into an array via boolean mask.
+      - :func:`jax.numpy.ndarray.at`: array updates using NumPy-style indexing.
+      - :func:`jax.numpy.take`: extract values from an array at given indices.
+      - :func:`jax.numpy.take_along_axis`: extract values from an array along an axis.
+
+    Examples:
+      >>> from jax import numpy as jnp
+      >>> a = jnp.array([[10, 30, 20], [60, 40, 50]])
+      >>> i = jnp.argmax(a, axis=1, keepdims=True)
+      >>> print(i)
+      [[1]
+       [0]]
+      >>> b = jnp.put_along_axis(a, i, 99, axis=1, inplace=False)
+      >>> print(b)
+      [[10 99 20]
+       [99 40 50]]
+    """
 @overload
 def quantile(a: NamedArray, q: NamedArray | ArrayLike, axis: int | str | tuple[int | str, ...] | None = None, out: None = None, overwrite_input: builtins.bool = False, method: str = 'linear', keepdims: builtins.bool = False, *, weights: NamedArray | ArrayLike | None = None) -> NamedArray: ...
 @overload
@@ -1411,90 +11634,1210 @@ def quantile(a: NamedArray | ArrayLike, q: NamedArray, axis: int | str | tuple[i
 @overload
 def quantile(a: NamedArray | ArrayLike, q: NamedArray | ArrayLike, axis: int | str | tuple[int | str, ...] | None = None, out: None = None, overwrite_input: builtins.bool = False, method: str = 'linear', keepdims: builtins.bool = False, *, weights: NamedArray) -> NamedArray: ...
 @overload
-def quantile(a: ArrayLike, q: ArrayLike, axis: int | str | tuple[int | str, ...] | None = None, out: None = None, overwrite_input: builtins.bool = False, method: str = 'linear', keepdims: builtins.bool = False, *, weights: ArrayLike | None = ...) -> Array: ...
+def quantile(a: ArrayLike, q: ArrayLike, axis: int | str | tuple[int | str, ...] | None = None, out: None = None, overwrite_input: builtins.bool = False, method: str = 'linear', keepdims: builtins.bool = False, *, weights: ArrayLike | None = ...) -> Array:
+    """``nx.quantile`` reduces the axes given in ``axis``: positions (ints) and names (strings), mixed freely
+    (``axis=("batch", 0)``); the names not given are kept. ``axis=None`` reduces the positional axes
+    only, as in xmap, and is an error on a value whose axes are all named (except inside ``nx.xmap``).
+    ``keepdims=True`` keeps reduced positional axes (size 1); reduced names are dropped even then,
+    since names broadcast by name (``x - x.mean("batch")`` already lines up).
+
+    The documentation of ``jax.numpy.quantile`` follows.
+
+    Compute the quantile of the data along the specified axis.
+
+    JAX implementation of :func:`numpy.quantile`.
+
+    Args:
+      a: N-dimensional array input.
+      q: scalar or 1-dimensional array specifying the desired quantiles. ``q``
+        should contain floating-point values between ``0.0`` and ``1.0``.
+      axis: optional axis or tuple of axes along which to compute the quantile
+      out: not implemented by JAX; will error if not None
+      overwrite_input: not implemented by JAX; will error if not False
+      method: specify the interpolation method to use. Options are one of
+        ``["linear", "lower", "higher", "midpoint", "nearest"]``.
+        default is ``linear``.
+      keepdims: if True, then the returned array will have the same number of
+        dimensions as the input. Default is False.
+      weights: keyword-only. optional array of weights associated with the values in ``a``.
+        Each value in ``a`` contributes to the quantile according to its
+        associated weight. The weights array must be broadcastable to the same
+        shape as ``a``. Only works with ``method="inverted_cdf"``.
+
+    Returns:
+      An array containing the specified quantiles along the specified axes.
+
+    See also:
+      - :func:`jax.numpy.nanquantile`: compute the quantile while ignoring NaNs
+      - :func:`jax.numpy.percentile`: compute the percentile (0-100)
+
+    Examples:
+      Computing the median and quartiles of an array, with linear interpolation:
+
+      >>> x = jnp.arange(10)
+      >>> q = jnp.array([0.25, 0.5, 0.75])
+      >>> jnp.quantile(x, q)
+      Array([2.25, 4.5 , 6.75], dtype=float32)
+
+      Computing the quartiles using nearest-value interpolation:
+
+      >>> jnp.quantile(x, q, method='nearest')
+      Array([2., 4., 7.], dtype=float32)
+
+      Computing weighted quantiles:
+
+      >>> x = jnp.array([1, 2, 3, 4, 5])
+      >>> weights = jnp.array([1, 1, 2, 1, 1])
+      >>> jnp.quantile(x, 0.5, weights=weights, method='inverted_cdf')
+      Array(3., dtype=float32)
+    """
 @overload
 def rad2deg(x: NamedArray, /) -> NamedArray: ...
 @overload
-def rad2deg(x: ArrayLike, /) -> Array: ...
+def rad2deg(x: ArrayLike, /) -> Array:
+    """``nx.rad2deg`` works elementwise and broadcasts by name: the result carries every name of its operands (one size per name), and positional axes broadcast by NumPy's rules.
+
+    The documentation of ``jax.numpy.rad2deg`` follows.
+
+    Convert angles from radians to degrees.
+
+    JAX implementation of :obj:`numpy.rad2deg`.
+
+    The angle in radians is converted to degrees by:
+
+    .. math::
+
+       rad2deg(x) = x * \\frac{180}{pi}
+
+    Args:
+      x: scalar or array. Specifies the angle in radians.
+
+    Returns:
+      An array containing the angles in degrees.
+
+    See also:
+      - :func:`jax.numpy.deg2rad` and :func:`jax.numpy.radians`: Converts the angles
+        from degrees to radians.
+      - :func:`jax.numpy.degrees`: Alias of ``rad2deg``.
+
+    Examples:
+      >>> pi = jnp.pi
+      >>> x = jnp.array([pi/4, pi/2, 2*pi/3])
+      >>> jnp.rad2deg(x)
+      Array([ 45.     ,  90.     , 120.00001], dtype=float32)
+      >>> x * 180 / pi
+      Array([ 45.     ,  90.     , 119.99999], dtype=float32)
+    """
 @overload
 def radians(x: NamedArray, /) -> NamedArray: ...
 @overload
-def radians(x: ArrayLike, /) -> Array: ...
+def radians(x: ArrayLike, /) -> Array:
+    """``nx.radians`` works elementwise and broadcasts by name: the result carries every name of its operands (one size per name), and positional axes broadcast by NumPy's rules.
+
+    The documentation of ``jax.numpy.radians`` follows.
+
+    Alias of :func:`jax.numpy.deg2rad`
+    """
 @overload
 def ravel(a: NamedArray, order: str = 'C', *, out_sharding=None) -> NamedArray: ...
 @overload
-def ravel(a: ArrayLike, order: str = 'C', *, out_sharding=None) -> Array: ...
+def ravel(a: ArrayLike, order: str = 'C', *, out_sharding=None) -> Array:
+    """``nx.ravel`` is lifted: it runs as if vmapped over every named axis of its NamedArray arguments, and
+    the result carries their names. Integer axis arguments count positional axes only, and a value
+    whose names leave it too few positional axes is an error.
+
+    The documentation of ``jax.numpy.ravel`` follows.
+
+    Flatten array into a 1-dimensional shape.
+
+    JAX implementation of :func:`numpy.ravel`, implemented in terms of
+    :func:`jax.lax.reshape`.
+
+    ``ravel(arr, order=order)`` is equivalent to ``reshape(arr, -1, order=order)``.
+
+    Args:
+      a: array to be flattened.
+      order: ``'F'`` or ``'C'``, specifies whether the reshape should apply column-major
+        (fortran-style, ``"F"``) or row-major (C-style, ``"C"``) order; default is ``"C"``.
+        JAX does not support `order="A"` or `order="K"`.
+
+    Returns:
+      flattened copy of input array.
+
+    Notes:
+      Unlike :func:`numpy.ravel`, :func:`jax.numpy.ravel` will return a copy rather
+      than a view of the input array. However, under JIT, the compiler will optimize-away
+      such copies when possible, so this doesn't have performance impacts in practice.
+
+    See Also:
+      - :meth:`jax.Array.ravel`: equivalent functionality via an array method.
+      - :func:`jax.numpy.reshape`: general array reshape.
+
+    Examples:
+      >>> x = jnp.array([[1, 2, 3],
+      ...                [4, 5, 6]])
+
+      By default, ravel in C-style, row-major order
+
+      >>> jnp.ravel(x)
+      Array([1, 2, 3, 4, 5, 6], dtype=int32)
+
+      Optionally ravel in Fortran-style, column-major:
+
+      >>> jnp.ravel(x, order='F')
+      Array([1, 4, 2, 5, 3, 6], dtype=int32)
+
+      For convenience, the same functionality is available via the :meth:`jax.Array.ravel`
+      method:
+
+      >>> x.ravel()
+      Array([1, 2, 3, 4, 5, 6], dtype=int32)
+    """
 @overload
 def ravel_multi_index(multi_index: Sequence[ArrayLike], dims: Sequence[int], mode: str = 'raise', order: str = 'C', *, dtype: DTypeLike | None = None) -> Array: ...
 @overload
-def ravel_multi_index(multi_index: Sequence[NamedArray | ArrayLike], dims: Sequence[int], mode: str = 'raise', order: str = 'C', *, dtype: DTypeLike | None = None) -> NamedArray: ...
+def ravel_multi_index(multi_index: Sequence[NamedArray | ArrayLike], dims: Sequence[int], mode: str = 'raise', order: str = 'C', *, dtype: DTypeLike | None = None) -> NamedArray:
+    """``nx.ravel_multi_index`` is lifted: it runs as if vmapped over every named axis of its NamedArray arguments, and
+    the result carries their names. Integer axis arguments count positional axes only, and a value
+    whose names leave it too few positional axes is an error.
+
+    The documentation of ``jax.numpy.ravel_multi_index`` follows.
+
+    Convert multi-dimensional indices into flat indices.
+
+    JAX implementation of :func:`numpy.ravel_multi_index`
+
+    Args:
+      multi_index: sequence of integer arrays containing indices in each dimension.
+      dims: sequence of integer sizes; must have ``len(dims) == len(multi_index)``
+      mode: how to handle out-of bound indices. Options are
+
+        - ``"raise"`` (default): raise a ValueError. This mode is incompatible
+          with :func:`~jax.jit` or other JAX transformations.
+        - ``"clip"``: clip out-of-bound indices to valid range.
+        - ``"wrap"``: wrap out-of-bound indices to valid range.
+        - ``"ignore"``: do not coerce or check input indices. Behavior is
+          undefined if indices are out of bounds.
+
+      order: ``"C"`` (default) or ``"F"``, specify whether to assume C-style
+        row-major order or Fortran-style column-major order.
+      dtype: the desired output dtype. If not specified, the dtype is determined
+        by standard type promotion rules of the input multi_index.
+
+    Returns:
+      array of flattened indices
+
+    See also:
+      :func:`jax.numpy.unravel_index`: inverse of this function.
+
+    Examples:
+      Define a 2-dimensional array and a sequence of indices of even values:
+
+      >>> x = jnp.array([[2., 3., 4.],
+      ...                [5., 6., 7.]])
+      >>> indices = jnp.where(x % 2 == 0)
+      >>> indices
+      (Array([0, 0, 1], dtype=int32), Array([0, 2, 1], dtype=int32))
+      >>> x[indices]
+      Array([2., 4., 6.], dtype=float32)
+
+      Compute the flattened indices:
+
+      >>> indices_flat = jnp.ravel_multi_index(indices, x.shape)
+      >>> indices_flat
+      Array([0, 2, 4], dtype=int32)
+
+      These flattened indices can be used to extract the same values from the
+      flattened ``x`` array:
+
+      >>> x_flat = x.ravel()
+      >>> x_flat
+      Array([2., 3., 4., 5., 6., 7.], dtype=float32)
+      >>> x_flat[indices_flat]
+      Array([2., 4., 6.], dtype=float32)
+
+      The original indices can be recovered with :func:`~jax.numpy.unravel_index`:
+
+      >>> jnp.unravel_index(indices_flat, x.shape)
+      (Array([0, 0, 1], dtype=int32), Array([0, 2, 1], dtype=int32))
+    """
 @overload
 def real(val: NamedArray, /) -> NamedArray: ...
 @overload
-def real(val: ArrayLike, /) -> Array: ...
-def rearrange(x: NamedArray, spec: str, /, **sizes: int) -> NamedArray: ...
+def real(val: ArrayLike, /) -> Array:
+    """``nx.real`` works elementwise and broadcasts by name: the result carries every name of its operands (one size per name), and positional axes broadcast by NumPy's rules.
+
+    The documentation of ``jax.numpy.real`` follows.
+
+    Return element-wise real part of the complex argument.
+
+    JAX implementation of :obj:`numpy.real`.
+
+    Args:
+      val: input array or scalar.
+
+    Returns:
+      An array containing the real part of the elements of ``val``.
+
+    See also:
+      - :func:`jax.numpy.conjugate` and :func:`jax.numpy.conj`: Returns the element-wise
+        complex-conjugate of the input.
+      - :func:`jax.numpy.imag`: Returns the element-wise imaginary part of the
+        complex argument.
+
+    Examples:
+      >>> jnp.real(5)
+      Array(5, dtype=int32, weak_type=True)
+      >>> jnp.real(2j)
+      Array(0., dtype=float32, weak_type=True)
+      >>> x = jnp.array([3-2j, 4+7j, -2j])
+      >>> jnp.real(x)
+      Array([ 3.,  4., -0.], dtype=float32)
+    """
+def rearrange(x: NamedArray, spec: str, /, **sizes: int) -> NamedArray:
+    """Move, merge and split axes, positional and named, as ``spec`` says (einops-style).
+
+    The spec is ``input -> result``. Each side is a list of terms separated by spaces:
+
+    * **positional terms**, outside braces, stand for the positional axes in order: ``a`` is one axis,
+      ``(a b)`` one axis made of ``a`` and ``b`` (row-major), ``()`` an axis of size 1, and ``...`` (once
+      per side) the positional axes the other terms leave;
+    * **named terms**, inside braces, stand for named axes (in any order, separated by spaces or commas):
+      ``{name}`` is the named axis ``name``; ``{name:(a b)}`` is the named axis ``name`` made of ``a`` and
+      ``b`` (row-major).
+
+    An identifier is one elementary axis; each appears exactly once on each side, and the spec moves it from
+    where it is on the left to where it is on the right. So on the left, a positional identifier labels a
+    positional axis of ``x`` and a named one is an axis name ``x`` carries (``{embed:(h d)}`` splits axis
+    ``embed`` into ``h`` and ``d``); on the right, a positional identifier makes that axis positional and one
+    in braces makes it the named axis of that name (``{embed:(h d)}`` merges ``h`` and ``d`` into ``embed``).
+    Named axes of ``x`` that the left side does not mention are kept as they are. Sizes that a split needs
+    come from ``**sizes`` (one unknown per group is inferred). ``x`` and ``spec`` are positional-only, so
+    any identifier (``x``, ``spec``, ...) can be given a size.
+
+    ========================================  ===============================================
+    ``"{batch, seq} -> batch seq"``            names to positions
+    ``"b s d -> {b, s} d"``                    positions to names
+    ``"{embed:(heads hd)} -> {heads, hd}"``    split a name (``heads=4``)
+    ``"{heads, hd} -> {embed:(heads hd)}"``    merge names into one
+    ``"(h d) -> {h} d"``                       split a positional axis, name a part (``h=4``)
+    ``"{heads, seq} -> seq (heads)"``          ...or the reverse; ``a b -> b a`` transposes
+    ========================================  ===============================================
+
+    Errors name the term of the spec that is wrong.
+
+    >>> import namedarray as nx, jax.numpy as jnp
+    >>> x = nx.wrap(jnp.arange(24).reshape(2, 3, 4), ["batch", "seq", "embed"])
+    >>> y = nx.rearrange(x, "{batch, embed:(heads hd)} -> batch {heads, hd}", heads=2)
+    >>> y.shape, y.named_shape
+    ((2,), {'hd': 2, 'heads': 2, 'seq': 3})
+    >>> bool(nx.all(nx.rearrange(y, "b {heads, hd} -> {batch:(b), embed:(heads hd)}") == x,
+    ...             axis=("batch", "seq", "embed")))
+    True
+    >>> nx.rearrange(nx.ones({"H": 6}), "{H:(x y)} -> {x, y}", x=2).named_shape
+    {'x': 2, 'y': 3}
+    """
 @overload
 def reciprocal(x: NamedArray, /) -> NamedArray: ...
 @overload
-def reciprocal(x: ArrayLike, /) -> Array: ...
+def reciprocal(x: ArrayLike, /) -> Array:
+    """``nx.reciprocal`` works elementwise and broadcasts by name: the result carries every name of its operands (one size per name), and positional axes broadcast by NumPy's rules.
+
+    The documentation of ``jax.numpy.reciprocal`` follows.
+
+    Calculate element-wise reciprocal of the input.
+
+    JAX implementation of :obj:`numpy.reciprocal`.
+
+    The reciprocal is calculated by ``1/x``.
+
+    Args:
+      x: input array or scalar.
+
+    Returns:
+      An array of same shape as ``x`` containing the reciprocal of each element of
+      ``x``.
+
+    Note:
+      For integer inputs, ``np.reciprocal`` returns rounded integer output, while
+      ``jnp.reciprocal`` promotes integer inputs to floating point.
+
+    Examples:
+      >>> jnp.reciprocal(2)
+      Array(0.5, dtype=float32, weak_type=True)
+      >>> jnp.reciprocal(0.)
+      Array(inf, dtype=float32, weak_type=True)
+      >>> x = jnp.array([1, 5., 4.])
+      >>> jnp.reciprocal(x)
+      Array([1.  , 0.2 , 0.25], dtype=float32)
+    """
 @overload
 def remainder(x1: NamedArray, x2: NamedArray | ArrayLike, /) -> NamedArray: ...
 @overload
 def remainder(x1: NamedArray | ArrayLike, x2: NamedArray, /) -> NamedArray: ...
 @overload
-def remainder(x1: ArrayLike, x2: ArrayLike, /) -> Array: ...
-def rename(x: NamedArray, mapping: Mapping[str, str], where: str = 'rename') -> NamedArray: ...
+def remainder(x1: ArrayLike, x2: ArrayLike, /) -> Array:
+    """``nx.remainder`` works elementwise and broadcasts by name: the result carries every name of its operands (one size per name), and positional axes broadcast by NumPy's rules.
+
+    The documentation of ``jax.numpy.remainder`` follows.
+
+    Returns element-wise remainder of the division.
+
+    JAX implementation of :obj:`numpy.remainder`.
+
+    Args:
+      x1: scalar or array. Specifies the dividend.
+      x2: scalar or array. Specifies the divisor. ``x1`` and ``x2`` should either
+        have same shape or be broadcast compatible.
+
+    Returns:
+      An array containing the remainder of element-wise division of ``x1`` by
+      ``x2`` with same sign as the elements of ``x2``.
+
+    Note:
+      The result of ``jnp.remainder`` is equivalent to ``x1 - x2 * jnp.floor(x1 / x2)``.
+
+    See also:
+      - :func:`jax.numpy.mod`: Returns the element-wise remainder of the division.
+      - :func:`jax.numpy.fmod`: Calculates the element-wise floating-point modulo
+        operation.
+      - :func:`jax.numpy.divmod`: Calculates the integer quotient and remainder of
+        ``x1`` by ``x2``, element-wise.
+
+    Examples:
+      >>> x1 = jnp.array([[3, -1, 4],
+      ...                 [8, 5, -2]])
+      >>> x2 = jnp.array([2, 3, -5])
+      >>> jnp.remainder(x1, x2)
+      Array([[ 1,  2, -1],
+             [ 0,  2, -2]], dtype=int32)
+      >>> x1 - x2 * jnp.floor(x1 / x2)
+      Array([[ 1.,  2., -1.],
+             [ 0.,  2., -2.]], dtype=float32)
+    """
+def rename(x: NamedArray, mapping: Mapping[str, str], where: str = 'rename') -> NamedArray:
+    """``x`` with named axes renamed (``{"old": "new"}``); sizes and values unchanged.
+
+    >>> import namedarray as nx, jax.numpy as jnp
+    >>> nx.rename(nx.wrap(jnp.zeros((2, 3)), ["a", "b"]), {"a": "b", "b": "a"}).named_shape
+    {'a': 3, 'b': 2}
+    """
 @overload
 def repeat(a: NamedArray, repeats: NamedArray | ArrayLike, axis: int | str | None = None, *, total_repeat_length: int | None = None, out_sharding: Any = None) -> NamedArray: ...
 @overload
 def repeat(a: NamedArray | ArrayLike, repeats: NamedArray, axis: int | str | None = None, *, total_repeat_length: int | None = None, out_sharding: Any = None) -> NamedArray: ...
 @overload
-def repeat(a: ArrayLike, repeats: ArrayLike, axis: int | str | None = None, *, total_repeat_length: int | None = None, out_sharding: Any = None) -> Array: ...
-def reset_canonical_orders() -> None: ...
+def repeat(a: ArrayLike, repeats: ArrayLike, axis: int | str | None = None, *, total_repeat_length: int | None = None, out_sharding: Any = None) -> Array:
+    """``nx.repeat`` acts along the axis given in ``axis``, by position or by name, and keeps it; every other name
+    is a batch axis. Options may be arrays, traced under ``jit`` (``roll``'s shift, ``repeat``'s
+    counts), as in ``jax.numpy``; one with named axes is an error that shows the ``nx.along``
+    spelling.
+
+    The documentation of ``jax.numpy.repeat`` follows.
+
+    Construct an array from repeated elements.
+
+    JAX implementation of :func:`numpy.repeat`.
+
+    Args:
+      a: N-dimensional array
+      repeats: 1D integer array specifying the number of repeats. Must match the
+        length of the repeated axis.
+      axis: integer specifying the axis of ``a`` along which to construct the
+        repeated array. If None (default) then ``a`` is first flattened.
+      total_repeat_length: this must be specified statically for ``jnp.repeat``
+        to be compatible with :func:`~jax.jit` and other JAX transformations.
+        If ``sum(repeats)`` is larger than the specified ``total_repeat_length``,
+        the remaining values will be discarded. If ``sum(repeats)`` is smaller
+        than ``total_repeat_length``, the final value will be repeated.
+
+    Returns:
+      an array constructed from repeated values of ``a``.
+
+    See Also:
+      - :func:`jax.numpy.tile`: repeat a full array rather than individual values.
+
+    Examples:
+      Repeat each value twice along the last axis:
+
+      >>> a = jnp.array([[1, 2],
+      ...                [3, 4]])
+      >>> jnp.repeat(a, 2, axis=-1)
+      Array([[1, 1, 2, 2],
+             [3, 3, 4, 4]], dtype=int32)
+
+      If ``axis`` is not specified, the input array will be flattened:
+
+      >>> jnp.repeat(a, 2)
+      Array([1, 1, 2, 2, 3, 3, 4, 4], dtype=int32)
+
+      Pass an array to ``repeats`` to repeat each value a different number of times:
+
+      >>> repeats = jnp.array([2, 3])
+      >>> jnp.repeat(a, repeats, axis=1)
+      Array([[1, 1, 2, 2, 2],
+             [3, 3, 4, 4, 4]], dtype=int32)
+
+      In order to use ``repeat`` within ``jit`` and other JAX transformations, the
+      size of the output must be specified statically using ``total_repeat_length``:
+
+      >>> jit_repeat = jax.jit(jnp.repeat, static_argnames=['axis', 'total_repeat_length'])
+      >>> jit_repeat(a, repeats, axis=1, total_repeat_length=5)
+      Array([[1, 1, 2, 2, 2],
+             [3, 3, 4, 4, 4]], dtype=int32)
+
+      If `total_repeat_length` is smaller than ``sum(repeats)``, the result will be truncated:
+
+      >>> jit_repeat(a, repeats, axis=1, total_repeat_length=4)
+      Array([[1, 1, 2, 2],
+             [3, 3, 4, 4]], dtype=int32)
+
+      If it is larger, then the additional entries will be filled with the final value:
+
+      >>> jit_repeat(a, repeats, axis=1, total_repeat_length=7)
+      Array([[1, 1, 2, 2, 2, 2, 2],
+             [3, 3, 4, 4, 4, 4, 4]], dtype=int32)
+    """
+def reset_canonical_orders() -> None:
+    """Forget every boundary order, as a fresh process starts: for test set-up and fresh starts.
+
+    Values are unaffected (each holds its names in its own storage order), but a treedef or a list of
+    flattened leaves kept from before the reset must not be combined with one made after it: a set may get
+    another order. In a ``jax.distributed`` job the orders the job agreed on come back on first use.
+
+    >>> import namedarray as nx
+    >>> nx.reset_canonical_orders()
+    """
 @overload
 def reshape(a: NamedArray, shape: Any, order: str = 'C', *, copy: builtins.bool | None = None, out_sharding=None) -> NamedArray: ...
 @overload
-def reshape(a: ArrayLike, shape: Any, order: str = 'C', *, copy: builtins.bool | None = None, out_sharding=None) -> Array: ...
+def reshape(a: ArrayLike, shape: Any, order: str = 'C', *, copy: builtins.bool | None = None, out_sharding=None) -> Array:
+    """``nx.reshape`` is lifted: it runs as if vmapped over every named axis of its NamedArray arguments, and
+    the result carries their names. Integer axis arguments count positional axes only, and a value
+    whose names leave it too few positional axes is an error.
+
+    The documentation of ``jax.numpy.reshape`` follows.
+
+    Return a reshaped copy of an array.
+
+    JAX implementation of :func:`numpy.reshape`, implemented in terms of
+    :func:`jax.lax.reshape`.
+
+    Args:
+      a: input array to reshape
+      shape: integer or sequence of integers giving the new shape, which must match the
+        size of the input array. If any single dimension is given size ``-1``, it will be
+        replaced with a value such that the output has the correct size.
+      order: ``'F'`` or ``'C'``, specifies whether the reshape should apply column-major
+        (fortran-style, ``"F"``) or row-major (C-style, ``"C"``) order; default is ``"C"``.
+        JAX does not support ``order="A"``.
+      copy: unused by JAX; JAX always returns a copy, though under JIT the compiler
+        may optimize such copies away.
+
+    Returns:
+      reshaped copy of input array with the specified shape.
+
+    Notes:
+      Unlike :func:`numpy.reshape`, :func:`jax.numpy.reshape` will return a copy rather
+      than a view of the input array. However, under JIT, the compiler will optimize-away
+      such copies when possible, so this doesn't have performance impacts in practice.
+
+    See Also:
+      - :meth:`jax.Array.reshape`: equivalent functionality via an array method.
+      - :func:`jax.numpy.ravel`: flatten an array into a 1D shape.
+      - :func:`jax.numpy.squeeze`: remove one or more length-1 axes from an array's shape.
+
+    Examples:
+      >>> x = jnp.array([[1, 2, 3],
+      ...                [4, 5, 6]])
+      >>> jnp.reshape(x, 6)
+      Array([1, 2, 3, 4, 5, 6], dtype=int32)
+      >>> jnp.reshape(x, (3, 2))
+      Array([[1, 2],
+             [3, 4],
+             [5, 6]], dtype=int32)
+
+      You can use ``-1`` to automatically compute a shape that is consistent with
+      the input size:
+
+      >>> jnp.reshape(x, -1)  # -1 is inferred to be 6
+      Array([1, 2, 3, 4, 5, 6], dtype=int32)
+      >>> jnp.reshape(x, (-1, 2))  # -1 is inferred to be 3
+      Array([[1, 2],
+             [3, 4],
+             [5, 6]], dtype=int32)
+
+      The default ordering of axes in the reshape is C-style row-major ordering.
+      To use Fortran-style column-major ordering, specify ``order='F'``:
+
+      >>> jnp.reshape(x, 6, order='F')
+      Array([1, 4, 2, 5, 3, 6], dtype=int32)
+      >>> jnp.reshape(x, (3, 2), order='F')
+      Array([[1, 5],
+             [4, 3],
+             [2, 6]], dtype=int32)
+
+      For convenience, this functionality is also available via the
+      :meth:`jax.Array.reshape` method:
+
+      >>> x.reshape(3, 2)
+      Array([[1, 2],
+             [3, 4],
+             [5, 6]], dtype=int32)
+    """
 @overload
 def resize(a: NamedArray, new_shape: Any) -> NamedArray: ...
 @overload
-def resize(a: ArrayLike, new_shape: Any) -> Array: ...
-def restore_checkpoint(checkpointer: Any, path: Any, target: Any, *, partial_restore: builtins.bool = False, **restore_kwargs: Any) -> Any: ...
-def result_type(*args: Any) -> Any: ...
+def resize(a: ArrayLike, new_shape: Any) -> Array:
+    """``nx.resize`` is lifted: it runs as if vmapped over every named axis of its NamedArray arguments, and
+    the result carries their names. Integer axis arguments count positional axes only, and a value
+    whose names leave it too few positional axes is an error.
+
+    The documentation of ``jax.numpy.resize`` follows.
+
+    Return a new array with specified shape.
+
+    JAX implementation of :func:`numpy.resize`.
+
+    Args:
+      a: input array or scalar.
+      new_shape: int or tuple of ints. Specifies the shape of the resized array.
+
+    Returns:
+      A resized array with specified shape. The elements of ``a`` are repeated in
+      the resized array, if the resized array is larger than the original array.
+
+    See also:
+      - :func:`jax.numpy.reshape`: Returns a reshaped copy of an array.
+      - :func:`jax.numpy.repeat`: Constructs an array from repeated elements.
+
+    Examples:
+      >>> x = jnp.array([1, 2, 3, 4, 5, 6, 7, 8, 9])
+      >>> jnp.resize(x, (3, 3))
+      Array([[1, 2, 3],
+             [4, 5, 6],
+             [7, 8, 9]], dtype=int32)
+      >>> jnp.resize(x, (3, 4))
+      Array([[1, 2, 3, 4],
+             [5, 6, 7, 8],
+             [9, 1, 2, 3]], dtype=int32)
+      >>> jnp.resize(4, (3, 2))
+      Array([[4, 4],
+             [4, 4],
+             [4, 4]], dtype=int32, weak_type=True)
+    """
+def restore_checkpoint(checkpointer: Any, path: Any, target: Any, *, partial_restore: builtins.bool = False, **restore_kwargs: Any) -> Any:
+    """Restore a checkpoint into ``target``'s structure, names and shardings, matching axes by name.
+
+    ``checkpointer`` is an orbax ``StandardCheckpointer`` (anything with ``metadata(path)`` and
+    ``restore(path, target)``); ``target`` the abstract tree to restore into, e.g.
+    ``nx.shard(jax.eval_shape(init, key))``.
+    Each NamedArray is read in the order the checkpoint recorded for it (its key path, ``data[a,b]``) and
+    comes back with its names, so a program whose boundary orders differ from the saving program's gets the
+    right values, where ``checkpointer.restore(path, target)`` refuses the mismatched paths. Saved names that
+    differ from the target's (a renamed axis) are an :class:`~namedarray.errors.AxisSpecError` naming both.
+    A leaf saved under the key ``data`` (before key paths named orders) is restored by its sizes when they
+    tell its axes apart, and is an error saying how to read it otherwise.
+
+    ``partial_restore=True`` restores only the leaves ``target`` has, a part of the saved tree (the
+    parameters without the optimiser state), as orbax's ``partial_restore`` does; with an orbax
+    checkpointer, nx reads them through orbax's ``PyTreeCheckpointer`` (``StandardCheckpointer.restore``
+    has no such option), so ``restore_kwargs`` may only be ``strict``. A path of ``target`` the checkpoint
+    lacks is an error naming it. Other ``restore_kwargs`` go to ``checkpointer.restore`` (e.g. orbax's
+    ``strict=False``).
+
+    >>> import namedarray as nx, jax.numpy as jnp, orbax.checkpoint as ocp, tempfile, os
+    >>> path = os.path.join(tempfile.mkdtemp(), "ckpt")
+    >>> ckptr = ocp.StandardCheckpointer()
+    >>> ckptr.save(path, {"w": nx.wrap(jnp.arange(6.0).reshape(2, 3), ["embed", "mlp"]), "step": 7})
+    >>> ckptr.wait_until_finished()
+    >>> target = {"w": nx.wrap(jnp.zeros((3, 2)), ["mlp", "embed"]), "step": 0}
+    >>> nx.restore_checkpoint(ckptr, path, target)["w"].unwrap(["embed", "mlp"]).tolist()
+    [[0.0, 1.0, 2.0], [3.0, 4.0, 5.0]]
+    >>> part = nx.restore_checkpoint(ckptr, path, {"w": target["w"]}, partial_restore=True)
+    >>> list(part), part["w"].unwrap(["embed", "mlp"]).tolist()
+    (['w'], [[0.0, 1.0, 2.0], [3.0, 4.0, 5.0]])
+    """
+def result_type(*args: Any) -> Any:
+    """``nx.result_type`` looks at dtypes only: a NamedArray counts by its dtype.
+
+    The documentation of ``jax.numpy.result_type`` follows.
+
+    Return the result of applying JAX promotion rules to the inputs.
+
+    JAX implementation of :func:`numpy.result_type`.
+
+    JAX's dtype promotion behavior is described in :ref:`type-promotion`.
+
+    Args:
+      args: one or more arrays or dtype-like objects.
+
+    Returns:
+      A :class:`numpy.dtype` instance representing the result of type
+      promotion for the inputs.
+
+    Examples:
+      Inputs can be dtype specifiers:
+
+      >>> jnp.result_type('int32', 'float32')
+      dtype('float32')
+      >>> jnp.result_type(np.uint16, np.dtype('int32'))
+      dtype('int32')
+
+      Inputs may also be scalars or arrays:
+
+      >>> jnp.result_type(1.0, jnp.bfloat16(2))
+      dtype(bfloat16)
+      >>> jnp.result_type(jnp.arange(4), jnp.zeros(4))
+      dtype('float32')
+
+      Be aware that the result type will be canonicalized based on the state
+      of the ``jax_enable_x64`` configuration flag, meaning that 64-bit types
+      may be downcast to 32-bit:
+
+      >>> jnp.result_type('float64')  # doctest: +SKIP
+      dtype('float32')
+
+      For details on 64-bit values, refer to `Sharp bits - double precision`_:
+
+      .. _Sharp bits - double precision: https://docs.jax.dev/en/latest/notebooks/Common_Gotchas_in_JAX.html#double-64bit-precision
+    """
 @overload
 def right_shift(x1: NamedArray, x2: NamedArray | ArrayLike, /) -> NamedArray: ...
 @overload
 def right_shift(x1: NamedArray | ArrayLike, x2: NamedArray, /) -> NamedArray: ...
 @overload
-def right_shift(x1: ArrayLike, x2: ArrayLike, /) -> Array: ...
+def right_shift(x1: ArrayLike, x2: ArrayLike, /) -> Array:
+    """``nx.right_shift`` works elementwise and broadcasts by name: the result carries every name of its operands (one size per name), and positional axes broadcast by NumPy's rules.
+
+    The documentation of ``jax.numpy.right_shift`` follows.
+
+    Right shift the bits of ``x1`` to the amount specified in ``x2``.
+
+    JAX implementation of :obj:`numpy.right_shift`.
+
+    Args:
+      x1: Input array, only accepts unsigned integer subtypes
+      x2: The amount of bits to shift each element in ``x1`` to the right, only accepts
+        integer subtypes
+
+    Returns:
+      An array-like object containing the right shifted elements of ``x1`` by the
+      amount specified in ``x2``, with the same shape as the broadcasted shape of
+      ``x1`` and ``x2``.
+
+    Note:
+      If ``x1.shape != x2.shape``, they must be compatible for broadcasting to a
+      shared shape, this shared shape will also be the shape of the output. Right shifting
+      a scalar x1 by scalar x2 is equivalent to ``x1 // 2**x2``.
+
+    Examples:
+      >>> def print_binary(x):
+      ...   return [bin(int(val)) for val in x]
+
+      >>> x1 = jnp.array([1, 2, 4, 8])
+      >>> print_binary(x1)
+      ['0b1', '0b10', '0b100', '0b1000']
+      >>> x2 = 1
+      >>> result = jnp.right_shift(x1, x2)
+      >>> result
+      Array([0, 1, 2, 4], dtype=int32)
+      >>> print_binary(result)
+      ['0b0', '0b1', '0b10', '0b100']
+
+      >>> x1 = 16
+      >>> print_binary([x1])
+      ['0b10000']
+      >>> x2 = jnp.array([1, 2, 3, 4])
+      >>> result = jnp.right_shift(x1, x2)
+      >>> result
+      Array([8, 4, 2, 1], dtype=int32)
+      >>> print_binary(result)
+      ['0b1000', '0b100', '0b10', '0b1']
+    """
 @overload
 def rint(x: NamedArray, /) -> NamedArray: ...
 @overload
-def rint(x: ArrayLike, /) -> Array: ...
+def rint(x: ArrayLike, /) -> Array:
+    """``nx.rint`` works elementwise and broadcasts by name: the result carries every name of its operands (one size per name), and positional axes broadcast by NumPy's rules.
+
+    The documentation of ``jax.numpy.rint`` follows.
+
+    Rounds the elements of x to the nearest integer
+
+    JAX implementation of :obj:`numpy.rint`.
+
+    Args:
+      x: Input array
+
+    Returns:
+      An array-like object containing the rounded elements of ``x``. Always promotes
+      to inexact.
+
+    Note:
+      If an element of x is exactly half way, e.g. ``0.5`` or ``1.5``, rint will round
+      to the nearest even integer.
+
+    Examples:
+      >>> x1 = jnp.array([5, 4, 7])
+      >>> jnp.rint(x1)
+      Array([5., 4., 7.], dtype=float32)
+
+      >>> x2 = jnp.array([-2.5, -1.5, -0.5, 0.5, 1.5, 2.5, 3.5, 4.5])
+      >>> jnp.rint(x2)
+      Array([-2., -2., -0.,  0.,  2.,  2.,  4.,  4.], dtype=float32)
+
+      >>> x3 = jnp.array([-2.5+3.5j, 4.5-0.5j])
+      >>> jnp.rint(x3)
+      Array([-2.+4.j,  4.-0.j], dtype=complex64)
+    """
 @overload
 def roll(a: NamedArray, shift: NamedArray | ArrayLike | Sequence[int], axis: int | str | Sequence[int | str] | None = None) -> NamedArray: ...
 @overload
 def roll(a: NamedArray | ArrayLike, shift: NamedArray, axis: int | str | Sequence[int | str] | None = None) -> NamedArray: ...
 @overload
-def roll(a: ArrayLike, shift: ArrayLike | Sequence[int], axis: int | str | Sequence[int | str] | None = None) -> Array: ...
+def roll(a: ArrayLike, shift: ArrayLike | Sequence[int], axis: int | str | Sequence[int | str] | None = None) -> Array:
+    """``nx.roll`` acts along the axis given in ``axis``, by position or by name, and keeps it; every other name
+    is a batch axis. Options may be arrays, traced under ``jit`` (``roll``'s shift, ``repeat``'s
+    counts), as in ``jax.numpy``; one with named axes is an error that shows the ``nx.along``
+    spelling.
+
+    The documentation of ``jax.numpy.roll`` follows.
+
+    Roll the elements of an array along a specified axis.
+
+    JAX implementation of :func:`numpy.roll`.
+
+    Args:
+      a: input array.
+      shift: the number of positions to shift the specified axis. If an integer,
+        all axes are shifted by the same amount. If a tuple, the shift for each
+        axis is specified individually.
+      axis: the axis or axes to roll. If ``None``, the array is flattened, shifted,
+        and then reshaped to its original shape.
+
+    Returns:
+      A copy of ``a`` with elements rolled along the specified axis or axes.
+
+    See also:
+      - :func:`jax.numpy.rollaxis`: roll the specified axis to a given position.
+
+    Examples:
+      >>> a = jnp.array([0, 1, 2, 3, 4, 5])
+      >>> jnp.roll(a, 2)
+      Array([4, 5, 0, 1, 2, 3], dtype=int32)
+
+      Roll elements along a specific axis:
+
+      >>> a = jnp.array([[ 0,  1,  2,  3],
+      ...                [ 4,  5,  6,  7],
+      ...                [ 8,  9, 10, 11]])
+      >>> jnp.roll(a, 1, axis=0)
+      Array([[ 8,  9, 10, 11],
+             [ 0,  1,  2,  3],
+             [ 4,  5,  6,  7]], dtype=int32)
+      >>> jnp.roll(a, [2, 3], axis=[0, 1])
+      Array([[ 5,  6,  7,  4],
+             [ 9, 10, 11,  8],
+             [ 1,  2,  3,  0]], dtype=int32)
+    """
 @overload
 def rollaxis(a: NamedArray, axis: int, start: int = 0) -> NamedArray: ...
 @overload
-def rollaxis(a: ArrayLike, axis: int, start: int = 0) -> Array: ...
+def rollaxis(a: ArrayLike, axis: int, start: int = 0) -> Array:
+    """``nx.rollaxis`` is lifted: it runs as if vmapped over every named axis of its NamedArray arguments, and
+    the result carries their names. Integer axis arguments count positional axes only, and a value
+    whose names leave it too few positional axes is an error.
+
+    The documentation of ``jax.numpy.rollaxis`` follows.
+
+    Roll the specified axis to a given position.
+
+    JAX implementation of :func:`numpy.rollaxis`.
+
+    This function exists for compatibility with NumPy, but in most cases the newer
+    :func:`jax.numpy.moveaxis` instead, because the meaning of its arguments is
+    more intuitive.
+
+    Args:
+      a: input array.
+      axis: index of the axis to roll forward.
+      start: index toward which the axis will be rolled (default = 0). After
+        normalizing negative axes, if ``start <= axis``, the axis is rolled to
+        the ``start`` index; if ``start > axis``, the axis is rolled until the
+        position before ``start``.
+
+    Returns:
+      Copy of ``a`` with rolled axis.
+
+    Notes:
+      Unlike :func:`numpy.rollaxis`, :func:`jax.numpy.rollaxis` will return a copy rather
+      than a view of the input array. However, under JIT, the compiler will optimize away
+      such copies when possible, so this doesn't have performance impacts in practice.
+
+    See also:
+      - :func:`jax.numpy.moveaxis`: newer API with clearer semantics than ``rollaxis``;
+        this should be preferred to ``rollaxis`` in most cases.
+      - :func:`jax.numpy.swapaxes`: swap two axes.
+      - :func:`jax.numpy.transpose`: general permutation of axes.
+
+    Examples:
+      >>> a = jnp.ones((2, 3, 4, 5))
+
+      Roll axis 2 to the start of the array:
+
+      >>> jnp.rollaxis(a, 2).shape
+      (4, 2, 3, 5)
+
+      Roll axis 1 to the end of the array:
+
+      >>> jnp.rollaxis(a, 1, a.ndim).shape
+      (2, 4, 5, 3)
+
+      Equivalent of these two with :func:`~jax.numpy.moveaxis`
+
+      >>> jnp.moveaxis(a, 2, 0).shape
+      (4, 2, 3, 5)
+      >>> jnp.moveaxis(a, 1, -1).shape
+      (2, 4, 5, 3)
+    """
 @overload
 def roots(p: NamedArray, *, strip_zeros: builtins.bool = True) -> NamedArray: ...
 @overload
-def roots(p: ArrayLike, *, strip_zeros: builtins.bool = True) -> Array: ...
+def roots(p: ArrayLike, *, strip_zeros: builtins.bool = True) -> Array:
+    """``nx.roots`` is lifted: it runs as if vmapped over every named axis of its NamedArray arguments, and
+    the result carries their names. Integer axis arguments count positional axes only, and a value
+    whose names leave it too few positional axes is an error.
+
+    The documentation of ``jax.numpy.roots`` follows.
+
+    Returns the roots of a polynomial given the coefficients ``p``.
+
+    JAX implementations of :func:`numpy.roots`.
+
+    Args:
+      p: Array of polynomial coefficients having rank-1.
+      strip_zeros : bool, default=True. If True, then leading zeros in the
+        coefficients will be stripped, similar to :func:`numpy.roots`. If set to
+        False, leading zeros will not be stripped, and undefined roots will be
+        represented by NaN values in the function output. ``strip_zeros`` must be
+        set to ``False`` for the function to be compatible with :func:`jax.jit` and
+        other JAX transformations.
+
+    Returns:
+      An array containing the roots of the polynomial.
+
+    Note:
+      Unlike ``np.roots`` of this function, the ``jnp.roots`` returns the roots
+      in a complex array regardless of the values of the roots.
+
+    See Also:
+      - :func:`jax.numpy.poly`: Finds the polynomial coefficients of the given
+        sequence of roots.
+      - :func:`jax.numpy.polyfit`: Least squares polynomial fit to data.
+      - :func:`jax.numpy.polyval`: Evaluate a polynomial at specific values.
+
+    Examples:
+      >>> coeffs = jnp.array([0, 1, 2])
+
+      The default behavior matches numpy and strips leading zeros:
+
+      >>> jnp.roots(coeffs)
+      Array([-2.+0.j], dtype=complex64)
+
+      With ``strip_zeros=False``, extra roots are set to NaN:
+
+      >>> jnp.roots(coeffs, strip_zeros=False)
+      Array([-2. +0.j, nan+nanj], dtype=complex64)
+    """
 @overload
 def rot90(m: NamedArray, k: int = 1, axes: tuple[int, int] = (0, 1)) -> NamedArray: ...
 @overload
-def rot90(m: ArrayLike, k: int = 1, axes: tuple[int, int] = (0, 1)) -> Array: ...
+def rot90(m: ArrayLike, k: int = 1, axes: tuple[int, int] = (0, 1)) -> Array:
+    """``nx.rot90`` is lifted: it runs as if vmapped over every named axis of its NamedArray arguments, and
+    the result carries their names. Integer axis arguments count positional axes only, and a value
+    whose names leave it too few positional axes is an error.
+
+    The documentation of ``jax.numpy.rot90`` follows.
+
+    Rotate an array by 90 degrees counterclockwise in the plane specified by axes.
+
+    JAX implementation of :func:`numpy.rot90`.
+
+    Args:
+      m: input array. Must have ``m.ndim >= 2``.
+      k: int, optional, default=1. Specifies the number of times the array is rotated.
+        For negative values of ``k``, the array is rotated in clockwise direction.
+      axes: tuple of 2 integers, optional, default= (0, 1). The axes define the plane
+        in which the array is rotated. Both the axes must be different.
+
+    Returns:
+      An array containing the copy of the input, ``m`` rotated by 90 degrees.
+
+    See also:
+      - :func:`jax.numpy.flip`: reverse the order along the given axis
+      - :func:`jax.numpy.fliplr`: reverse the order along axis 1 (left/right)
+      - :func:`jax.numpy.flipud`: reverse the order along axis 0 (up/down)
+
+    Examples:
+      >>> m = jnp.array([[1, 2, 3],
+      ...                [4, 5, 6]])
+      >>> jnp.rot90(m)
+      Array([[3, 6],
+             [2, 5],
+             [1, 4]], dtype=int32)
+      >>> jnp.rot90(m, k=2)
+      Array([[6, 5, 4],
+             [3, 2, 1]], dtype=int32)
+
+      ``jnp.rot90(m, k=1, axes=(1, 0))`` is equivalent to
+      ``jnp.rot90(m, k=-1, axes(0,1))``.
+
+      >>> jnp.rot90(m, axes=(1, 0))
+      Array([[4, 1],
+             [5, 2],
+             [6, 3]], dtype=int32)
+      >>> jnp.rot90(m, k=-1, axes=(0, 1))
+      Array([[4, 1],
+             [5, 2],
+             [6, 3]], dtype=int32)
+
+      when input array has ``ndim>2``:
+
+      >>> m1 = jnp.array([[[1, 2, 3],
+      ...                  [4, 5, 6]],
+      ...                 [[7, 8, 9],
+      ...                  [10, 11, 12]]])
+      >>> jnp.rot90(m1, k=1, axes=(2, 1))
+      Array([[[ 4,  1],
+              [ 5,  2],
+              [ 6,  3]],
+      <BLANKLINE>
+             [[10,  7],
+              [11,  8],
+              [12,  9]]], dtype=int32)
+    """
 @overload
 def round(a: NamedArray, decimals: int = 0, out: None = None) -> NamedArray: ...
 @overload
-def round(a: ArrayLike, decimals: int = 0, out: None = None) -> Array: ...
-def save_safetensors(tensors: Mapping[str, Any], path: str, metadata: Mapping[str, str] | None = None) -> None: ...
-def scan(f: Callable[[Any, Any], tuple[Any, Any]], init: Any, xs: Any, axis: str = 'time', *, reverse: builtins.bool = False, unroll: int | builtins.bool = 1, remat: builtins.bool | Callable = False) -> tuple[Any, Any]: ...
+def round(a: ArrayLike, decimals: int = 0, out: None = None) -> Array:
+    """``nx.round`` works elementwise and broadcasts by name: the result carries every name of its operands (one size per name), and positional axes broadcast by NumPy's rules.
+
+    The documentation of ``jax.numpy.round`` follows.
+
+    Round input evenly to the given number of decimals.
+
+    JAX implementation of :func:`numpy.round`.
+
+    Args:
+      a: input array or scalar.
+      decimals: int, default=0. Number of decimal points to which the input needs
+        to be rounded. It must be specified statically. Not implemented for
+        ``decimals < 0``.
+      out: Unused by JAX.
+
+    Returns:
+      An array containing the rounded values to the specified ``decimals`` with
+      same shape and dtype as ``a``.
+
+    Note:
+      ``jnp.round`` rounds to the nearest even integer for the values exactly halfway
+      between rounded decimal values.
+
+    See also:
+      - :func:`jax.numpy.floor`: Rounds the input to the nearest integer downwards.
+      - :func:`jax.numpy.ceil`: Rounds the input to the nearest integer upwards.
+      - :func:`jax.numpy.fix` and :func:numpy.trunc`: Rounds the input to the
+        nearest integer towards zero.
+
+    Examples:
+      >>> x = jnp.array([1.532, 3.267, 6.149])
+      >>> jnp.round(x)
+      Array([2., 3., 6.], dtype=float32)
+      >>> jnp.round(x, decimals=2)
+      Array([1.53, 3.27, 6.15], dtype=float32)
+
+      For values exactly halfway between rounded values:
+
+      >>> x1 = jnp.array([10.5, 21.5, 12.5, 31.5])
+      >>> jnp.round(x1)
+      Array([10., 22., 12., 32.], dtype=float32)
+    """
+def save(file, arr, allow_pickle=True):
+    """Save an array to a binary file in NumPy ``.npy`` format.
+
+    Parameters
+    ----------
+    file : file, str, or pathlib.Path
+        File or filename to which the data is saved. If file is a file-object,
+        then the filename is unchanged.  If file is a string or Path,
+        a ``.npy`` extension will be appended to the filename if it does not
+        already have one.
+    arr : array_like
+        Array data to be saved.
+    allow_pickle : bool, optional
+        Allow saving object arrays using Python pickles. Reasons for
+        disallowing pickles include security (loading pickled data can execute
+        arbitrary code) and portability (pickled objects may not be loadable
+        on different Python installations, for example if the stored objects
+        require libraries that are not available, and not all pickled data is
+        compatible between different versions of Python).
+        Default: True
+
+    See Also
+    --------
+    savez : Save several arrays into a ``.npz`` archive
+    savetxt, load
+
+    Notes
+    -----
+    For a description of the ``.npy`` format, see :py:mod:`numpy.lib.format`.
+
+    Any data saved to the file is appended to the end of the file.
+
+    Examples
+    --------
+    >>> import numpy as np
+
+    >>> from tempfile import TemporaryFile
+    >>> outfile = TemporaryFile()
+
+    >>> x = np.arange(10)
+    >>> np.save(outfile, x)
+
+    >>> _ = outfile.seek(0) # Only needed to simulate closing & reopening file
+    >>> np.load(outfile)
+    array([0, 1, 2, 3, 4, 5, 6, 7, 8, 9])
+
+
+    >>> with open('test.npy', 'wb') as f:
+    ...     np.save(f, np.array([1, 2]))
+    ...     np.save(f, np.array([1, 3]))
+    >>> with open('test.npy', 'rb') as f:
+    ...     a = np.load(f)
+    ...     b = np.load(f)
+    >>> print(a, b)
+    # [1 2] [1 3]
+    """
+def save_safetensors(tensors: Mapping[str, Any], path: str, metadata: Mapping[str, str] | None = None) -> None:
+    """Write a flat dict of NamedArrays (and plain arrays) to a safetensors file, with their names.
+
+    Each NamedArray is stored as its storage array; its names (in storage order, positional axes first
+    unnamed) go to the file's metadata under ``"namedarray.names"``, next to your own ``metadata``.
+
+    >>> import namedarray as nx, jax.numpy as jnp, tempfile, os
+    >>> path = os.path.join(tempfile.mkdtemp(), "w.safetensors")
+    >>> nx.save_safetensors({"w": nx.wrap(jnp.ones((2, 3)), ["embed", "mlp"])}, path)
+    >>> nx.load_safetensors(path)["w"].named_shape
+    {'embed': 2, 'mlp': 3}
+    """
+def savez(file, *args, allow_pickle=True, **kwds):
+    """Save several arrays into a single file in uncompressed ``.npz`` format.
+
+    Provide arrays as keyword arguments to store them under the
+    corresponding name in the output file: ``savez(fn, x=x, y=y)``.
+
+    If arrays are specified as positional arguments, i.e., ``savez(fn,
+    x, y)``, their names will be `arr_0`, `arr_1`, etc.
+
+    Parameters
+    ----------
+    file : file, str, or pathlib.Path
+        Either the filename (string) or an open file (file-like object)
+        where the data will be saved. If file is a string or a Path, the
+        ``.npz`` extension will be appended to the filename if it is not
+        already there.
+    args : Arguments, optional
+        Arrays to save to the file. Please use keyword arguments (see
+        `kwds` below) to assign names to arrays.  Arrays specified as
+        args will be named "arr_0", "arr_1", and so on.
+    allow_pickle : bool, optional
+        Allow saving object arrays using Python pickles. Reasons for
+        disallowing pickles include security (loading pickled data can execute
+        arbitrary code) and portability (pickled objects may not be loadable
+        on different Python installations, for example if the stored objects
+        require libraries that are not available, and not all pickled data is
+        compatible between different versions of Python).
+        Default: True
+    kwds : Keyword arguments, optional
+        Arrays to save to the file. Each array will be saved to the
+        output file with its corresponding keyword name.
+
+    Returns
+    -------
+    None
+
+    See Also
+    --------
+    save : Save a single array to a binary file in NumPy format.
+    savetxt : Save an array to a file as plain text.
+    savez_compressed : Save several arrays into a compressed ``.npz`` archive
+
+    Notes
+    -----
+    The ``.npz`` file format is a zipped archive of files named after the
+    variables they contain.  The archive is not compressed and each file
+    in the archive contains one variable in ``.npy`` format. For a
+    description of the ``.npy`` format, see :py:mod:`numpy.lib.format`.
+
+    When opening the saved ``.npz`` file with `load` a `~lib.npyio.NpzFile`
+    object is returned. This is a dictionary-like object which can be queried
+    for its list of arrays (with the ``.files`` attribute), and for the arrays
+    themselves.
+
+    Keys passed in `kwds` are used as filenames inside the ZIP archive.
+    Therefore, keys should be valid filenames; e.g., avoid keys that begin with
+    ``/`` or contain ``.``.
+
+    When naming variables with keyword arguments, it is not possible to name a
+    variable ``file``, as this would cause the ``file`` argument to be defined
+    twice in the call to ``savez``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from tempfile import TemporaryFile
+    >>> outfile = TemporaryFile()
+    >>> x = np.arange(10)
+    >>> y = np.sin(x)
+
+    Using `savez` with \\*args, the arrays are saved with default names.
+
+    >>> np.savez(outfile, x, y)
+    >>> _ = outfile.seek(0) # Only needed to simulate closing & reopening file
+    >>> npzfile = np.load(outfile)
+    >>> npzfile.files
+    ['arr_0', 'arr_1']
+    >>> npzfile['arr_0']
+    array([0, 1, 2, 3, 4, 5, 6, 7, 8, 9])
+
+    Using `savez` with \\**kwds, the arrays are saved with the keyword names.
+
+    >>> outfile = TemporaryFile()
+    >>> np.savez(outfile, x=x, y=y)
+    >>> _ = outfile.seek(0)
+    >>> npzfile = np.load(outfile)
+    >>> sorted(npzfile.files)
+    ['x', 'y']
+    >>> npzfile['x']
+    array([0, 1, 2, 3, 4, 5, 6, 7, 8, 9])
+    """
+def scan(f: Callable[[Any, Any], tuple[Any, Any]], init: Any, xs: Any, axis: str = 'time', *, reverse: builtins.bool = False, unroll: int | builtins.bool = 1, remat: builtins.bool | Callable = False) -> tuple[Any, Any]:
+    """Loop ``f(carry, x) -> (carry, y)`` over the named axis ``axis`` of the NamedArrays in ``xs``.
+
+    Returns ``(final carry, ys)``, each leaf of ``ys`` stacked along ``axis`` (a named axis; plain outputs
+    become NamedArrays). ``reverse``, ``unroll`` are ``jax.lax.scan``'s; ``remat=True`` or a
+    ``jax.checkpoint_policies`` policy checkpoints ``f``. See the module docstring for the leaves of ``xs``
+    and how the carry broadcasts.
+
+    >>> import jax, namedarray as nx, jax.numpy as jnp
+    >>> params = {"w": nx.wrap(jnp.ones((4, 3, 3)) / 3, ["layer", "embed", "out"])}
+    >>> def block(h, p):
+    ...     return nx.rename(nx.dot(h, p["w"], axis="embed"), {"out": "embed"}), None
+    >>> h, _ = nx.scan(block, nx.wrap(jnp.ones((2, 3)), ["batch", "embed"]), params, axis="layer", remat=True)
+    >>> h.named_shape
+    {'batch': 2, 'embed': 3}
+    """
 @overload
 def searchsorted(a: NamedArray, v: NamedArray | ArrayLike, side: str = 'left', sorter: NamedArray | ArrayLike | None = None, *, method: str = 'scan') -> NamedArray: ...
 @overload
@@ -1502,14 +12845,152 @@ def searchsorted(a: NamedArray | ArrayLike, v: NamedArray, side: str = 'left', s
 @overload
 def searchsorted(a: NamedArray | ArrayLike, v: NamedArray | ArrayLike, side: str = 'left', *, sorter: NamedArray, method: str = 'scan') -> NamedArray: ...
 @overload
-def searchsorted(a: ArrayLike, v: ArrayLike, side: str = 'left', sorter: ArrayLike | None = ..., *, method: str = 'scan') -> Array: ...
+def searchsorted(a: ArrayLike, v: ArrayLike, side: str = 'left', sorter: ArrayLike | None = ..., *, method: str = 'scan') -> Array:
+    """``nx.searchsorted`` is lifted: it runs as if vmapped over every named axis of its NamedArray arguments, and
+    the result carries their names. Integer axis arguments count positional axes only, and a value
+    whose names leave it too few positional axes is an error.
+
+    The documentation of ``jax.numpy.searchsorted`` follows.
+
+    Perform a binary search within a sorted array.
+
+    JAX implementation of :func:`numpy.searchsorted`.
+
+    This will return the indices within a sorted array ``a`` where values in ``v``
+    can be inserted to maintain its sort order.
+
+    Args:
+      a: one-dimensional array, assumed to be in sorted order unless ``sorter`` is specified.
+      v: N-dimensional array of query values
+      side: ``'left'`` (default) or ``'right'``; specifies whether insertion indices will be
+        to the left or the right in case of ties.
+      sorter: optional array of indices specifying the sort order of ``a``. If specified,
+        then the algorithm assumes that ``a[sorter]`` is in sorted order.
+      method: one of ``'scan'`` (default), ``'scan_unrolled'``, ``'sort'`` or ``'compare_all'``.
+        See *Note* below.
+
+    Returns:
+      Array of insertion indices of shape ``v.shape``.
+
+    Note:
+      The ``method`` argument controls the algorithm used to compute the insertion indices.
+
+      - ``'scan'`` (the default) tends to be more performant on CPU, particularly when ``a`` is
+        very large.
+      - ``'scan_unrolled'`` is more performant on GPU at the expense of additional compile time.
+      - ``'sort'`` is often more performant on accelerator backends like GPU and TPU, particularly
+        when ``v`` is very large.
+      - ``'compare_all'`` tends to be the most performant when ``a`` is very small.
+
+    Examples:
+      Searching for a single value:
+
+      >>> a = jnp.array([1, 2, 2, 3, 4, 5, 5])
+      >>> jnp.searchsorted(a, 2)
+      Array(1, dtype=int32)
+      >>> jnp.searchsorted(a, 2, side='right')
+      Array(3, dtype=int32)
+
+      Searching for a batch of values:
+
+      >>> vals = jnp.array([0, 3, 8, 1.5, 2])
+      >>> jnp.searchsorted(a, vals)
+      Array([0, 3, 7, 1, 1], dtype=int32)
+
+      Optionally, the ``sorter`` argument can be used to find insertion indices into
+      an array sorted via :func:`jax.numpy.argsort`:
+
+      >>> a = jnp.array([4, 3, 5, 1, 2])
+      >>> sorter = jnp.argsort(a)
+      >>> jnp.searchsorted(a, vals, sorter=sorter)
+      Array([0, 2, 5, 1, 1], dtype=int32)
+
+      The result is equivalent to passing the sorted array:
+
+      >>> jnp.searchsorted(jnp.sort(a), vals)
+      Array([0, 2, 5, 1, 1], dtype=int32)
+    """
 @overload
 def select(condlist: Sequence[NamedArray | ArrayLike], choicelist: Sequence[NamedArray | ArrayLike], *, default: NamedArray) -> NamedArray: ...
 @overload
 def select(condlist: Sequence[ArrayLike], choicelist: Sequence[ArrayLike], default: ArrayLike = ...) -> Array: ...
 @overload
-def select(condlist: Sequence[NamedArray | ArrayLike], choicelist: Sequence[NamedArray | ArrayLike], default: NamedArray | ArrayLike = 0) -> NamedArray: ...
-def serial_loop(name: str, length: int) -> Iterator[None]: ...
+def select(condlist: Sequence[NamedArray | ArrayLike], choicelist: Sequence[NamedArray | ArrayLike], default: NamedArray | ArrayLike = 0) -> NamedArray:
+    """``nx.select`` is lifted: it runs as if vmapped over every named axis of its NamedArray arguments, and
+    the result carries their names. Integer axis arguments count positional axes only, and a value
+    whose names leave it too few positional axes is an error.
+
+    The documentation of ``jax.numpy.select`` follows.
+
+    Select values based on a series of conditions.
+
+    JAX implementation of :func:`numpy.select`, implemented in terms
+    of :func:`jax.lax.select_n`
+
+    Args:
+      condlist: sequence of array-like conditions. All entries must be mutually
+        broadcast-compatible.
+      choicelist: sequence of array-like values to choose. Must have the same length
+        as ``condlist``, and all entries must be broadcast-compatible with entries
+        of ``condlist``.
+      default: value to return when every condition is False (default: 0).
+
+    Returns:
+      Array of selected values from ``choicelist`` corresponding to the first
+      ``True`` entry in ``condlist`` at each location.
+
+    See also:
+      - :func:`jax.numpy.where`: select between two values based on a single condition.
+      - :func:`jax.lax.select_n`: select between *N* values based on an index.
+
+    Examples:
+      >>> condlist = [
+      ...    jnp.array([False, True, False, False]),
+      ...    jnp.array([True, False, False, False]),
+      ...    jnp.array([False, True, True, False]),
+      ... ]
+      >>> choicelist = [
+      ...    jnp.array([1, 2, 3, 4]),
+      ...    jnp.array([10, 20, 30, 40]),
+      ...    jnp.array([100, 200, 300, 400]),
+      ... ]
+      >>> jnp.select(condlist, choicelist, default=0)
+      Array([ 10,   2, 300,   0], dtype=int32)
+
+      This is logically equivalent to the following nested ``where`` statement:
+
+      >>> default = 0
+      >>> jnp.where(condlist[0],
+      ...   choicelist[0],
+      ...   jnp.where(condlist[1],
+      ...     choicelist[1],
+      ...     jnp.where(condlist[2],
+      ...       choicelist[2],
+      ...       default)))
+      Array([ 10,   2, 300,   0], dtype=int32)
+
+      However, for efficiency it is implemented in terms of :func:`jax.lax.select_n`.
+    """
+def serial_loop(name: str, length: int) -> Iterator[None]:
+    """Bring a named loop resource into scope (a context manager, also usable as a decorator).
+
+    Inside, ``axis_resources={"i": name}`` computes axis ``i`` in ``length`` chunks. Several axes may share
+    one loop as long as no value carries two of them.
+
+    >>> import namedarray as nx, jax.numpy as jnp
+    >>> with nx.serial_loop("l", 2):
+    ...     nx.xmap(lambda x: x + 1, ["i"], ["i"], axis_resources={"i": "l"})(jnp.arange(4)).tolist()
+    [1, 2, 3, 4]
+    """
+def set_printoptions(*args, **kwargs):
+    """Alias of :func:`numpy.set_printoptions`.
+
+    JAX arrays are printed via NumPy, so NumPy's `printoptions`
+    configurations will apply to printed JAX arrays.
+
+    See the :func:`numpy.set_printoptions` documentation for details
+    on the available options and their meanings.
+    """
 @overload
 def setdiff1d(ar1: NamedArray, ar2: NamedArray | ArrayLike, assume_unique: builtins.bool = False, *, size: int | None = None, fill_value: NamedArray | ArrayLike | None = None) -> NamedArray: ...
 @overload
@@ -1517,7 +12998,75 @@ def setdiff1d(ar1: NamedArray | ArrayLike, ar2: NamedArray, assume_unique: built
 @overload
 def setdiff1d(ar1: NamedArray | ArrayLike, ar2: NamedArray | ArrayLike, assume_unique: builtins.bool = False, *, size: int | None = None, fill_value: NamedArray) -> NamedArray: ...
 @overload
-def setdiff1d(ar1: ArrayLike, ar2: ArrayLike, assume_unique: builtins.bool = False, *, size: int | None = None, fill_value: ArrayLike | None = ...) -> Array: ...
+def setdiff1d(ar1: ArrayLike, ar2: ArrayLike, assume_unique: builtins.bool = False, *, size: int | None = None, fill_value: ArrayLike | None = ...) -> Array:
+    """``nx.setdiff1d`` is positional only: its output size depends on the values, so it cannot map over names. A
+    NamedArray with named axes is an error (unwrap it first).
+
+    The documentation of ``jax.numpy.setdiff1d`` follows.
+
+    Compute the set difference of two 1D arrays.
+
+    JAX implementation of :func:`numpy.setdiff1d`.
+
+    Because the size of the output of ``setdiff1d`` is data-dependent, the function
+    is not typically compatible with :func:`~jax.jit` and other JAX transformations.
+    The JAX version adds the optional ``size`` argument which must be specified statically
+    for ``jnp.setdiff1d`` to be used in such contexts.
+
+    Args:
+      ar1: first array of elements to be differenced.
+      ar2: second array of elements to be differenced.
+      assume_unique: if True, assume the input arrays contain unique values. This allows
+        a more efficient implementation, but if ``assume_unique`` is True and the input
+        arrays contain duplicates, the behavior is undefined. default: False.
+      size: if specified, return only the first ``size`` sorted elements. If there are fewer
+        elements than ``size`` indicates, the return value will be padded with ``fill_value``.
+      fill_value: when ``size`` is specified and there are fewer than the indicated number of
+        elements, fill the remaining entries ``fill_value``. Defaults to the minimum value.
+
+    Returns:
+      an array containing the set difference of elements in the input array: i.e. the elements
+      in ``ar1`` that are not contained in ``ar2``.
+
+    See also:
+      - :func:`jax.numpy.intersect1d`: the set intersection of two 1D arrays.
+      - :func:`jax.numpy.setxor1d`: the set XOR of two 1D arrays.
+      - :func:`jax.numpy.union1d`: the set union of two 1D arrays.
+
+    Examples:
+      Computing the set difference of two arrays:
+
+      >>> ar1 = jnp.array([1, 2, 3, 4])
+      >>> ar2 = jnp.array([3, 4, 5, 6])
+      >>> jnp.setdiff1d(ar1, ar2)
+      Array([1, 2], dtype=int32)
+
+      Because the output shape is dynamic, this will fail under :func:`~jax.jit` and other
+      transformations:
+
+      >>> jax.jit(jnp.setdiff1d)(ar1, ar2)  # doctest: +IGNORE_EXCEPTION_DETAIL
+      Traceback (most recent call last):
+         ...
+      ConcretizationTypeError: Abstract tracer value encountered where concrete value is expected: traced array with shape int32[4].
+      The error occurred while tracing the function setdiff1d at /Users/vanderplas/github/jax-ml/jax/jax/_src/numpy/setops.py:64 for jit. This concrete value was not available in Python because it depends on the value of the argument ar1.
+
+      In order to ensure statically-known output shapes, you can pass a static ``size``
+      argument:
+
+      >>> jit_setdiff1d = jax.jit(jnp.setdiff1d, static_argnames=['size'])
+      >>> jit_setdiff1d(ar1, ar2, size=2)
+      Array([1, 2], dtype=int32)
+
+      If ``size`` is too small, the difference is truncated:
+
+      >>> jit_setdiff1d(ar1, ar2, size=1)
+      Array([1], dtype=int32)
+
+      If ``size`` is too large, then the output is padded with ``fill_value``:
+
+      >>> jit_setdiff1d(ar1, ar2, size=4, fill_value=0)
+      Array([1, 2, 0, 0], dtype=int32)
+    """
 @overload
 def setxor1d(ar1: NamedArray, ar2: NamedArray | ArrayLike, assume_unique: builtins.bool = False, *, size: int | None = None, fill_value: NamedArray | ArrayLike | None = None) -> NamedArray: ...
 @overload
@@ -1525,57 +13074,637 @@ def setxor1d(ar1: NamedArray | ArrayLike, ar2: NamedArray, assume_unique: builti
 @overload
 def setxor1d(ar1: NamedArray | ArrayLike, ar2: NamedArray | ArrayLike, assume_unique: builtins.bool = False, *, size: int | None = None, fill_value: NamedArray) -> NamedArray: ...
 @overload
-def setxor1d(ar1: ArrayLike, ar2: ArrayLike, assume_unique: builtins.bool = False, *, size: int | None = None, fill_value: ArrayLike | None = ...) -> Array: ...
-def shape(a) -> tuple[int, ...]: ...
-def shard(tree: _T, resources: Mapping[str, Any] | None = None, *, mesh: Any = None) -> _T: ...
-def shard_map(f: Callable | None = None, *, resources: Mapping[str, Any] | None = None, mesh: Any = None, check_vma: builtins.bool = True) -> Any: ...
-def sharding(tree: Any, resources: Mapping[str, Any] | None = None, *, mesh: Any = None) -> Any: ...
+def setxor1d(ar1: ArrayLike, ar2: ArrayLike, assume_unique: builtins.bool = False, *, size: int | None = None, fill_value: ArrayLike | None = ...) -> Array:
+    """``nx.setxor1d`` is positional only: its output size depends on the values, so it cannot map over names. A
+    NamedArray with named axes is an error (unwrap it first).
+
+    The documentation of ``jax.numpy.setxor1d`` follows.
+
+    Compute the set-wise xor of elements in two arrays.
+
+    JAX implementation of :func:`numpy.setxor1d`.
+
+    Because the size of the output of ``setxor1d`` is data-dependent, the function is not
+    compatible with JIT or other JAX transformations.
+
+    Args:
+      ar1: first array of values to intersect.
+      ar2: second array of values to intersect.
+      assume_unique: if True, assume the input arrays contain unique values. This allows
+        a more efficient implementation, but if ``assume_unique`` is True and the input
+        arrays contain duplicates, the behavior is undefined. default: False.
+      size: if specified, return only the first ``size`` sorted elements. If there are fewer
+        elements than ``size`` indicates, the return value will be padded with ``fill_value``,
+        and returned indices will be padded with an out-of-bound index.
+      fill_value: when ``size`` is specified and there are fewer than the indicated number of
+        elements, fill the remaining entries ``fill_value``. Defaults to the smallest value
+        in the xor result.
+
+    Returns:
+      An array of values that are found in exactly one of the input arrays.
+
+    See also:
+      - :func:`jax.numpy.intersect1d`: the set intersection of two 1D arrays.
+      - :func:`jax.numpy.union1d`: the set union of two 1D arrays.
+      - :func:`jax.numpy.setdiff1d`: the set difference of two 1D arrays.
+
+    Examples:
+      >>> ar1 = jnp.array([1, 2, 3, 4])
+      >>> ar2 = jnp.array([3, 4, 5, 6])
+      >>> jnp.setxor1d(ar1, ar2)
+      Array([1, 2, 5, 6], dtype=int32)
+    """
+def shape(a) -> tuple[int, ...]:
+    """``jnp.shape``; of a NamedArray, its positional shape (named axes excluded, as in xmap)."""
+def shard(tree: _T, resources: Mapping[str, Any] | None = None, *, mesh: Any = None) -> _T:
+    """Lay every NamedArray of ``tree`` out by its names; other leaves pass through unchanged.
+
+    ``resources`` maps axis names to a mesh axis, a tuple of mesh axes (major to minor) or ``None``; it
+    defaults to the rules of the innermost ``with nx.axis_rules(...)``. Each named axis is split over its
+    mesh axes; names the mapping does not mention, and positional axes, are replicated. Inside ``jit`` this
+    is a sharding constraint, outside it places the data; values never change. The mesh is ``mesh=``, else
+    ``jax.set_mesh``'s, else the legacy ``with Mesh(...)``'s. With no mesh, a value none of whose names is
+    mapped is returned as it is (so model code runs unchanged on one device); a mapped one is an error.
+
+    Two names of one value mapped to one mesh axis: under the rules in force the first of them in rule
+    order is split over it and the other replicated (see ``nx.axis_rules``: fully sharded data parallelism
+    by name); in a ``resources`` given here, which says where each name goes, it is an error.
+
+    Errors (raised before any data moves): a mesh axis the mesh lacks, two names of one value on one mesh
+    axis in ``resources``, a size its mesh axes do not divide, a mesh axis twice in one name's tuple, rules
+    with no mesh.
+
+    >>> import jax, jax.numpy as jnp, namedarray as nx
+    >>> mesh = jax.make_mesh((1,), ("data",), axis_types=(jax.sharding.AxisType.Auto,))
+    >>> params = {"w": nx.wrap(jnp.ones((3, 4)), ["embed", "mlp"]), "step": 0}
+    >>> nx.shard(params, {"mlp": "data"}, mesh=mesh)["w"].sharding.spec
+    P(None, 'data')
+    """
+def shard_map(f: Callable | None = None, *, resources: Mapping[str, Any] | None = None, mesh: Any = None, check_vma: builtins.bool = True) -> Any:
+    """Run ``f`` on per-device blocks of its NamedArray arguments, split by name (see the module docstring).
+
+    ``resources`` maps names to a mesh axis or a tuple of mesh axes (default: the rules of ``nx.axis_rules``);
+    ``mesh`` defaults to the mesh in context; ``check_vma`` is ``jax.shard_map``'s check that results which
+    lack a split name are the same on every device. Arguments and results are pytrees of NamedArrays (plain
+    arrays are whole in every block). Also a decorator, with or without arguments.
+
+    >>> import jax, jax.numpy as jnp, namedarray as nx
+    >>> mesh = jax.make_mesh((1,), ("x",), axis_types=(jax.sharding.AxisType.Auto,))
+    >>> total = nx.shard_map(lambda v: nx.psum(v, "i"), resources={"i": "x"}, mesh=mesh)
+    >>> total(nx.wrap(jnp.arange(4.0), ["i"])).tolist()
+    6.0
+    """
+def sharding(tree: Any, resources: Mapping[str, Any] | None = None, *, mesh: Any = None) -> Any:
+    """The ``NamedSharding`` each NamedArray of ``tree`` gets by its names (other leaves: replicated).
+
+    The result has ``tree``'s structure with every NamedArray replaced by one sharding (a NamedArray is one
+    leaf), so it is a tree prefix of ``tree``: pass it as ``jax.jit``'s ``in_shardings``/``out_shardings``,
+    to ``jax.device_put``, or to a checkpoint restore. Abstract trees work (``jax.eval_shape``'s NamedArrays
+    over ``ShapeDtypeStruct``). The spec is that of the flattened leaf (names in canonical order), which is
+    what those functions see.
+
+    >>> import jax, jax.numpy as jnp, namedarray as nx
+    >>> mesh = jax.make_mesh((1,), ("data",), axis_types=(jax.sharding.AxisType.Auto,))
+    >>> abstract = jax.eval_shape(lambda: {"w": nx.wrap(jnp.zeros((4, 3)), ["batch", "embed"])})
+    >>> nx.sharding(abstract, {"batch": "data"}, mesh=mesh)["w"].spec
+    P('data',)
+    """
 @overload
 def sign(x: NamedArray, /) -> NamedArray: ...
 @overload
-def sign(x: ArrayLike, /) -> Array: ...
+def sign(x: ArrayLike, /) -> Array:
+    """``nx.sign`` works elementwise and broadcasts by name: the result carries every name of its operands (one size per name), and positional axes broadcast by NumPy's rules.
+
+    The documentation of ``jax.numpy.sign`` follows.
+
+    Return an element-wise indication of sign of the input.
+
+    JAX implementation of :obj:`numpy.sign`.
+
+    The sign of ``x`` for real-valued input is:
+
+    .. math::
+      \\mathrm{sign}(x) = \\begin{cases}
+        1, & x > 0\\\\
+        0, & x = 0\\\\
+        -1, & x < 0
+      \\end{cases}
+
+    For complex valued input, ``jnp.sign`` returns a unit vector representing the
+    phase. For generalized case, the sign of ``x`` is given by:
+
+    .. math::
+      \\mathrm{sign}(x) = \\begin{cases}
+        \\frac{x}{abs(x)}, & x \\ne 0\\\\
+        0, & x = 0
+      \\end{cases}
+
+    Args:
+      x: input array or scalar.
+
+    Returns:
+      An array with same shape and dtype as ``x`` containing the sign indication.
+
+    See also:
+      - :func:`jax.numpy.positive`: Returns element-wise positive values of the input.
+      - :func:`jax.numpy.negative`: Returns element-wise negative values of the input.
+
+    Examples:
+      For Real-valued inputs:
+
+      >>> x = jnp.array([0., -3., 7.])
+      >>> jnp.sign(x)
+      Array([ 0., -1.,  1.], dtype=float32)
+
+      For complex-inputs:
+
+      >>> x1 = jnp.array([1, 3+4j, 5j])
+      >>> jnp.sign(x1)
+      Array([1. +0.j , 0.6+0.8j, 0. +1.j ], dtype=complex64)
+    """
 @overload
 def signbit(x: NamedArray, /) -> NamedArray: ...
 @overload
-def signbit(x: ArrayLike, /) -> Array: ...
+def signbit(x: ArrayLike, /) -> Array:
+    """``nx.signbit`` works elementwise and broadcasts by name: the result carries every name of its operands (one size per name), and positional axes broadcast by NumPy's rules.
+
+    The documentation of ``jax.numpy.signbit`` follows.
+
+    Return the sign bit of array elements.
+
+    JAX implementation of :obj:`numpy.signbit`.
+
+    Args:
+      x: input array. Complex values are not supported.
+
+    Returns:
+      A boolean array of the same shape as ``x``, containing ``True``
+      where the sign of ``x`` is negative, and ``False`` otherwise.
+
+    See also:
+      - :func:`jax.numpy.sign`: return the mathematical sign of array elements,
+        i.e. ``-1``, ``0``, or ``+1``.
+
+    Examples:
+      :func:`signbit` on boolean values is always ``False``:
+
+      >>> x = jnp.array([True, False])
+      >>> jnp.signbit(x)
+      Array([False, False], dtype=bool)
+
+      :func:`signbit` on integer values is equivalent to ``x < 0``:
+
+      >>> x = jnp.array([-2, -1, 0, 1, 2])
+      >>> jnp.signbit(x)
+      Array([ True,  True, False, False, False], dtype=bool)
+
+      :func:`signbit` on floating point values returns the value of the actual
+      sign bit from the float representation, including signed zero:
+
+      >>> x = jnp.array([-1.5, -0.0, 0.0, 1.5])
+      >>> jnp.signbit(x)
+      Array([ True, True, False, False], dtype=bool)
+
+      This also returns the sign bit for special values such as signed NaN
+      and signed infinity:
+
+      >>> x = jnp.array([jnp.nan, -jnp.nan, jnp.inf, -jnp.inf])
+      >>> jnp.signbit(x)
+      Array([False,  True, False,  True], dtype=bool)
+
+    """
 @overload
 def sin(x: NamedArray, /) -> NamedArray: ...
 @overload
-def sin(x: ArrayLike, /) -> Array: ...
+def sin(x: ArrayLike, /) -> Array:
+    """``nx.sin`` works elementwise and broadcasts by name: the result carries every name of its operands (one size per name), and positional axes broadcast by NumPy's rules.
+
+    The documentation of ``jax.numpy.sin`` follows.
+
+    Compute a trigonometric sine of each element of input.
+
+    JAX implementation of :obj:`numpy.sin`.
+
+    Args:
+      x: array or scalar. Angle in radians.
+
+    Returns:
+      An array containing the sine of each element in ``x``, promotes to inexact
+      dtype.
+
+    See also:
+      - :func:`jax.numpy.cos`: Computes a trigonometric cosine of each element of
+        input.
+      - :func:`jax.numpy.tan`: Computes a trigonometric tangent of each element of
+        input.
+      - :func:`jax.numpy.arcsin` and :func:`jax.numpy.asin`: Computes the inverse of
+        trigonometric sine of each element of input.
+
+    Examples:
+      >>> pi = jnp.pi
+      >>> x = jnp.array([pi/4, pi/2, 3*pi/4, pi])
+      >>> with jnp.printoptions(precision=3, suppress=True):
+      ...   print(jnp.sin(x))
+      [ 0.707  1.     0.707 -0.   ]
+    """
 @overload
 def sinc(x: NamedArray, /) -> NamedArray: ...
 @overload
-def sinc(x: ArrayLike, /) -> Array: ...
+def sinc(x: ArrayLike, /) -> Array:
+    """``nx.sinc`` works elementwise and broadcasts by name: the result carries every name of its operands (one size per name), and positional axes broadcast by NumPy's rules.
+
+    The documentation of ``jax.numpy.sinc`` follows.
+
+    Calculate the normalized sinc function.
+
+    JAX implementation of :func:`numpy.sinc`.
+
+    The normalized sinc function is given by
+
+    .. math::
+       \\mathrm{sinc}(x) = \\frac{\\sin({\\pi x})}{\\pi x}
+
+    where ``sinc(0)`` returns the limit value of ``1``. The sinc function is
+    smooth and infinitely differentiable.
+
+    Args:
+      x : input array; will be promoted to an inexact type.
+
+    Returns:
+      An array of the same shape as ``x`` containing the result.
+
+    Examples:
+      >>> x = jnp.array([-1, -0.5, 0, 0.5, 1])
+      >>> with jnp.printoptions(precision=3, suppress=True):
+      ...   jnp.sinc(x)
+      Array([-0.   ,  0.637,  1.   ,  0.637, -0.   ], dtype=float32)
+
+      Compare this to the naive approach to computing the function, which is
+      undefined at zero:
+
+      >>> with jnp.printoptions(precision=3, suppress=True):
+      ...   jnp.sin(jnp.pi * x) / (jnp.pi * x)
+      Array([-0.   ,  0.637,    nan,  0.637, -0.   ], dtype=float32)
+
+      JAX defines a custom gradient rule for sinc to allow accurate evaluation
+      of the gradient at zero even for higher-order derivatives:
+
+      >>> f = jnp.sinc
+      >>> for i in range(1, 6):
+      ...   f = jax.grad(f)
+      ...   print(f"(d/dx)^{i} f(0.0) = {f(0.0):.2f}")
+      ...
+      (d/dx)^1 f(0.0) = 0.00
+      (d/dx)^2 f(0.0) = -3.29
+      (d/dx)^3 f(0.0) = 0.00
+      (d/dx)^4 f(0.0) = 19.48
+      (d/dx)^5 f(0.0) = 0.00
+    """
 @overload
 def sinh(x: NamedArray, /) -> NamedArray: ...
 @overload
-def sinh(x: ArrayLike, /) -> Array: ...
-def size(a, axis: int | tuple[int, ...] | None = None) -> int: ...
+def sinh(x: ArrayLike, /) -> Array:
+    """``nx.sinh`` works elementwise and broadcasts by name: the result carries every name of its operands (one size per name), and positional axes broadcast by NumPy's rules.
+
+    The documentation of ``jax.numpy.sinh`` follows.
+
+    Calculate element-wise hyperbolic sine of input.
+
+    JAX implementation of :obj:`numpy.sinh`.
+
+    The hyperbolic sine is defined by:
+
+    .. math::
+
+      sinh(x) = \\frac{e^x - e^{-x}}{2}
+
+    Args:
+      x: input array or scalar.
+
+    Returns:
+      An array containing the hyperbolic sine of each element of ``x``, promoting
+      to inexact dtype.
+
+    Note:
+      ``jnp.sinh`` is equivalent to computing ``-1j * jnp.sin(1j * x)``.
+
+    See also:
+      - :func:`jax.numpy.cosh`: Computes the element-wise hyperbolic cosine of the
+        input.
+      - :func:`jax.numpy.tanh`: Computes the element-wise hyperbolic tangent of the
+        input.
+      - :func:`jax.numpy.arcsinh`:  Computes the element-wise inverse of hyperbolic
+        sine of the input.
+
+    Examples:
+      >>> x = jnp.array([[-2, 3, 5],
+      ...                [0, -1, 4]])
+      >>> with jnp.printoptions(precision=3, suppress=True):
+      ...   jnp.sinh(x)
+      Array([[-3.627, 10.018, 74.203],
+             [ 0.   , -1.175, 27.29 ]], dtype=float32)
+      >>> with jnp.printoptions(precision=3, suppress=True):
+      ...   -1j * jnp.sin(1j * x)
+      Array([[-3.627+0.j, 10.018-0.j, 74.203-0.j],
+             [ 0.   -0.j, -1.175+0.j, 27.29 -0.j]],      dtype=complex64, weak_type=True)
+
+      For complex-valued input:
+
+      >>> with jnp.printoptions(precision=3, suppress=True):
+      ...   jnp.sinh(3-2j)
+      Array(-4.169-9.154j, dtype=complex64, weak_type=True)
+      >>> with jnp.printoptions(precision=3, suppress=True):
+      ...   -1j * jnp.sin(1j * (3-2j))
+      Array(-4.169-9.154j, dtype=complex64, weak_type=True)
+    """
+def size(a, axis: int | tuple[int, ...] | None = None) -> int:
+    """``jnp.size``; of a NamedArray, the size of its positional part (named axes excluded, as in xmap)."""
 @overload
 def sort(a: NamedArray, axis: int | str | None = -1, *, kind: None = None, order: None = None, stable: builtins.bool = True, descending: builtins.bool = False) -> NamedArray: ...
 @overload
-def sort(a: ArrayLike, axis: int | str | None = -1, *, kind: None = None, order: None = None, stable: builtins.bool = True, descending: builtins.bool = False) -> Array: ...
+def sort(a: ArrayLike, axis: int | str | None = -1, *, kind: None = None, order: None = None, stable: builtins.bool = True, descending: builtins.bool = False) -> Array:
+    """``nx.sort`` acts along the axis given in ``axis``, by position or by name, and keeps it; every other name
+    is a batch axis. Options may be arrays, traced under ``jit`` (``roll``'s shift, ``repeat``'s
+    counts), as in ``jax.numpy``; one with named axes is an error that shows the ``nx.along``
+    spelling.
+
+    The documentation of ``jax.numpy.sort`` follows.
+
+    Return a sorted copy of an array.
+
+    JAX implementation of :func:`numpy.sort`.
+
+    Args:
+      a: array to sort
+      axis: integer axis along which to sort. Defaults to ``-1``, i.e. the last
+        axis. If ``None``, then ``a`` is flattened before being sorted.
+      stable: boolean specifying whether a stable sort should be used. Default=True.
+      descending: boolean specifying whether to sort in descending order. Default=False.
+      kind: deprecated; instead specify sort algorithm using stable=True or stable=False.
+      order: not supported by JAX
+
+    Returns:
+      Sorted array of shape ``a.shape`` (if ``axis`` is an integer) or of shape
+      ``(a.size,)`` (if ``axis`` is None).
+
+    Examples:
+      Simple 1-dimensional sort
+
+      >>> x = jnp.array([1, 3, 5, 4, 2, 1])
+      >>> jnp.sort(x)
+      Array([1, 1, 2, 3, 4, 5], dtype=int32)
+
+      Sort along the last axis of an array:
+
+      >>> x = jnp.array([[2, 1, 3],
+      ...                [4, 3, 6]])
+      >>> jnp.sort(x, axis=1)
+      Array([[1, 2, 3],
+             [3, 4, 6]], dtype=int32)
+
+    See also:
+      - :func:`jax.numpy.argsort`: return indices of sorted values.
+      - :func:`jax.numpy.lexsort`: lexicographical sort of multiple arrays.
+      - :func:`jax.lax.sort`: lower-level function wrapping XLA's Sort operator.
+    """
 @overload
 def sort_complex(a: NamedArray) -> NamedArray: ...
 @overload
-def sort_complex(a: ArrayLike) -> Array: ...
+def sort_complex(a: ArrayLike) -> Array:
+    """``nx.sort_complex`` is lifted: it runs as if vmapped over every named axis of its NamedArray arguments, and
+    the result carries their names. Integer axis arguments count positional axes only, and a value
+    whose names leave it too few positional axes is an error.
+
+    The documentation of ``jax.numpy.sort_complex`` follows.
+
+    Return a sorted copy of complex array.
+
+    JAX implementation of :func:`numpy.sort_complex`.
+
+    Complex numbers are sorted lexicographically, meaning by their real part
+    first, and then by their imaginary part if real parts are equal.
+
+    Args:
+      a: input array. If dtype is not complex, the array will be upcast to complex.
+
+    Returns:
+      A sorted array of the same shape and complex dtype as the input. If ``a``
+      is multi-dimensional, it is sorted along the last axis.
+
+    See also:
+      - :func:`jax.numpy.sort`: Return a sorted copy of an array.
+
+    Examples:
+      >>> a = jnp.array([1+2j, 2+4j, 3-1j, 2+3j])
+      >>> jnp.sort_complex(a)
+      Array([1.+2.j, 2.+3.j, 2.+4.j, 3.-1.j], dtype=complex64)
+
+      Multi-dimensional arrays are sorted along the last axis:
+
+      >>> a = jnp.array([[5, 3, 4],
+      ...                [6, 9, 2]])
+      >>> jnp.sort_complex(a)
+      Array([[3.+0.j, 4.+0.j, 5.+0.j],
+             [2.+0.j, 6.+0.j, 9.+0.j]], dtype=complex64)
+    """
 @overload
 def spacing(x: NamedArray, /) -> NamedArray: ...
 @overload
-def spacing(x: ArrayLike, /) -> Array: ...
-def split(ary: Any, indices_or_sections: Any, axis: Any = ...) -> list: ...
+def spacing(x: ArrayLike, /) -> Array:
+    """``nx.spacing`` works elementwise and broadcasts by name: the result carries every name of its operands (one size per name), and positional axes broadcast by NumPy's rules.
+
+    The documentation of ``jax.numpy.spacing`` follows.
+
+    Return the spacing between ``x`` and the next adjacent number.
+
+    JAX implementation of :func:`numpy.spacing`.
+
+    Args:
+      x: real-valued array. Integer or boolean types will be cast to float.
+
+    Returns:
+      Array of same shape as ``x`` containing spacing between each entry of
+      ``x`` and its closest adjacent value.
+
+    See also:
+      - :func:`jax.numpy.nextafter`: find the next representable value.
+
+    Examples:
+      >>> x = jnp.array([0.0, 0.25, 0.5, 0.75, 1.0], dtype='float32')
+      >>> jnp.spacing(x)
+      Array([1.4012985e-45, 2.9802322e-08, 5.9604645e-08, 5.9604645e-08,
+            1.1920929e-07], dtype=float32)
+
+      For ``x = 1``, the spacing is equal to the ``eps`` value given by
+      :class:`jax.numpy.finfo`:
+
+      >>> x = jnp.float32(1)
+      >>> jnp.spacing(x) == jnp.finfo(x.dtype).eps
+      Array(True, dtype=bool)
+    """
+def split(ary: Any, indices_or_sections: Any, axis: Any = ...) -> list:
+    """``jnp.split``, along a position or a name; ``nx.split(x, "seq", sections)`` is the named spelling.
+
+    Along a name the pieces keep it (each with its own size). ``sections`` is a number of equal pieces or
+    the indices where to cut, as in ``jnp.split``.
+
+    >>> import namedarray as nx, jax.numpy as jnp
+    >>> x = nx.wrap(jnp.arange(6), ["seq"])
+    >>> [p.named_shape["seq"] for p in nx.split(x, "seq", 3)]
+    [2, 2, 2]
+    >>> [p.unwrap(["seq"]).tolist() for p in nx.split(x, "seq", [2, 5])]
+    [[0, 1], [2, 3, 4], [5]]
+    """
 @overload
 def sqrt(x: NamedArray, /) -> NamedArray: ...
 @overload
-def sqrt(x: ArrayLike, /) -> Array: ...
+def sqrt(x: ArrayLike, /) -> Array:
+    """``nx.sqrt`` works elementwise and broadcasts by name: the result carries every name of its operands (one size per name), and positional axes broadcast by NumPy's rules.
+
+    The documentation of ``jax.numpy.sqrt`` follows.
+
+    Calculates element-wise non-negative square root of the input array.
+
+    JAX implementation of :obj:`numpy.sqrt`.
+
+    Args:
+      x: input array or scalar.
+
+    Returns:
+      An array containing the non-negative square root of the elements of ``x``.
+
+    Note:
+      - For real-valued negative inputs, ``jnp.sqrt`` produces a ``nan`` output.
+      - For complex-valued negative inputs, ``jnp.sqrt`` produces a ``complex`` output.
+
+    See also:
+      - :func:`jax.numpy.square`: Calculates the element-wise square of the input.
+      - :func:`jax.numpy.power`: Calculates the element-wise base ``x1`` exponential
+        of ``x2``.
+
+    Examples:
+      >>> x = jnp.array([-8-6j, 1j, 4])
+      >>> with jnp.printoptions(precision=3, suppress=True):
+      ...   jnp.sqrt(x)
+      Array([1.   -3.j   , 0.707+0.707j, 2.   +0.j   ], dtype=complex64)
+      >>> jnp.sqrt(-1)
+      Array(nan, dtype=float32, weak_type=True)
+    """
 @overload
 def square(x: NamedArray, /) -> NamedArray: ...
 @overload
-def square(x: ArrayLike, /) -> Array: ...
+def square(x: ArrayLike, /) -> Array:
+    """``nx.square`` works elementwise and broadcasts by name: the result carries every name of its operands (one size per name), and positional axes broadcast by NumPy's rules.
+
+    The documentation of ``jax.numpy.square`` follows.
+
+    Calculate element-wise square of the input array.
+
+    JAX implementation of :obj:`numpy.square`.
+
+    Args:
+      x: input array or scalar.
+
+    Returns:
+      An array containing the square of the elements of ``x``.
+
+    Note:
+      ``jnp.square`` is equivalent to computing ``jnp.power(x, 2)``.
+
+    See also:
+      - :func:`jax.numpy.sqrt`: Calculates the element-wise non-negative square root
+        of the input array.
+      - :func:`jax.numpy.power`: Calculates the element-wise base ``x1`` exponential
+        of ``x2``.
+      - :func:`jax.lax.integer_pow`: Computes element-wise power :math:`x^y`, where
+        :math:`y` is a fixed integer.
+      - :func:`jax.numpy.float_power`: Computes the first array raised to the power
+        of second array, element-wise, by promoting to the inexact dtype.
+
+    Examples:
+      >>> x = jnp.array([3, -2, 5.3, 1])
+      >>> jnp.square(x)
+      Array([ 9.      ,  4.      , 28.090002,  1.      ], dtype=float32)
+      >>> jnp.power(x, 2)
+      Array([ 9.      ,  4.      , 28.090002,  1.      ], dtype=float32)
+
+      For integer inputs:
+
+      >>> x1 = jnp.array([2, 4, 5, 6])
+      >>> jnp.square(x1)
+      Array([ 4, 16, 25, 36], dtype=int32)
+
+      For complex-valued inputs:
+
+      >>> x2 = jnp.array([1-3j, -1j, 2])
+      >>> jnp.square(x2)
+      Array([-8.-6.j, -1.+0.j,  4.+0.j], dtype=complex64)
+    """
 @overload
 def squeeze(a: NamedArray, axis: int | Sequence[int] | None = None) -> NamedArray: ...
 @overload
-def squeeze(a: ArrayLike, axis: int | Sequence[int] | None = None) -> Array: ...
+def squeeze(a: ArrayLike, axis: int | Sequence[int] | None = None) -> Array:
+    """``nx.squeeze`` is lifted: it runs as if vmapped over every named axis of its NamedArray arguments, and
+    the result carries their names. Integer axis arguments count positional axes only, and a value
+    whose names leave it too few positional axes is an error.
+
+    The documentation of ``jax.numpy.squeeze`` follows.
+
+    Remove one or more length-1 axes from array
+
+    JAX implementation of :func:`numpy.sqeeze`, implemented via :func:`jax.lax.squeeze`.
+
+    Args:
+      a: input array
+      axis: integer or sequence of integers specifying axes to remove. If any specified
+        axis does not have a length of 1, an error is raised. If not specified, squeeze
+        all length-1 axes in ``a``.
+
+    Returns:
+      copy of ``a`` with length-1 axes removed.
+
+    Notes:
+      Unlike :func:`numpy.squeeze`, :func:`jax.numpy.squeeze` will return a copy rather
+      than a view of the input array. However, under JIT, the compiler will optimize-away
+      such copies when possible, so this doesn't have performance impacts in practice.
+
+    See Also:
+      - :func:`jax.numpy.expand_dims`: the inverse of ``squeeze``: add dimensions of length 1.
+      - :meth:`jax.Array.squeeze`: equivalent functionality via an array method.
+      - :func:`jax.lax.squeeze`: equivalent XLA API.
+      - :func:`jax.numpy.ravel`: flatten an array into a 1D shape.
+      - :func:`jax.numpy.reshape`: general array reshape.
+
+    Examples:
+      >>> x = jnp.array([[[0]], [[1]], [[2]]])
+      >>> x.shape
+      (3, 1, 1)
+
+      Squeeze all length-1 dimensions:
+
+      >>> jnp.squeeze(x)
+      Array([0, 1, 2], dtype=int32)
+      >>> _.shape
+      (3,)
+
+      Equivalent while specifying the axes explicitly:
+
+      >>> jnp.squeeze(x, axis=(1, 2))
+      Array([0, 1, 2], dtype=int32)
+
+      Attempting to squeeze a non-unit axis results in an error:
+
+      >>> jnp.squeeze(x, axis=0)  # doctest: +IGNORE_EXCEPTION_DETAIL
+      Traceback (most recent call last):
+        ...
+      ValueError: cannot select an axis to squeeze out which has size not equal to one, got shape=(3, 1, 1) and dimensions=(0,)
+
+      For convenience, this functionality is also available via the
+      :meth:`jax.Array.squeeze` method:
+
+      >>> x.squeeze()
+      Array([0, 1, 2], dtype=int32)
+    """
 @overload
 def stack(arrays: Sequence[NamedArray | ArrayLike], axis: str, out: None = None, dtype: DTypeLike | None = None) -> NamedArray: ...
 @overload
@@ -1583,7 +13712,13 @@ def stack(arrays: Sequence[NamedArray], axis: int | str = 0, out: None = None, d
 @overload
 def stack(arrays: Sequence[ArrayLike], axis: int = 0, out: None = None, dtype: DTypeLike | None = None) -> jax.Array: ...
 @overload
-def stack(arrays: Sequence[NamedArray | ArrayLike], axis: int | str = 0, out: None = None, dtype: DTypeLike | None = None) -> NamedArray: ...
+def stack(arrays: Sequence[NamedArray | ArrayLike], axis: int | str = 0, out: None = None, dtype: DTypeLike | None = None) -> NamedArray:
+    """``jnp.stack``; a name for ``axis`` stacks along a new named axis.
+
+    >>> import namedarray as nx, jax.numpy as jnp
+    >>> nx.stack([jnp.zeros(2), jnp.ones(2)], axis="layer").named_shape
+    {'layer': 2}
+    """
 @overload
 def std(a: NamedArray, axis: int | str | Sequence[int | str] | None = None, dtype: DTypeLike | None = None, out: None = None, ddof: int = 0, keepdims: builtins.bool = False, *, where: NamedArray | ArrayLike | None = None, mean: NamedArray | ArrayLike | None = None, correction: int | float | None = None) -> NamedArray: ...
 @overload
@@ -1591,13 +13726,124 @@ def std(a: NamedArray | ArrayLike, axis: int | str | Sequence[int | str] | None 
 @overload
 def std(a: NamedArray | ArrayLike, axis: int | str | Sequence[int | str] | None = None, dtype: DTypeLike | None = None, out: None = None, ddof: int = 0, keepdims: builtins.bool = False, *, where: NamedArray | ArrayLike | None = None, mean: NamedArray, correction: int | float | None = None) -> NamedArray: ...
 @overload
-def std(a: ArrayLike, axis: int | str | Sequence[int | str] | None = None, dtype: DTypeLike | None = None, out: None = None, ddof: int = 0, keepdims: builtins.bool = False, *, where: ArrayLike | None = ..., mean: ArrayLike | None = ..., correction: int | float | None = None) -> Array: ...
+def std(a: ArrayLike, axis: int | str | Sequence[int | str] | None = None, dtype: DTypeLike | None = None, out: None = None, ddof: int = 0, keepdims: builtins.bool = False, *, where: ArrayLike | None = ..., mean: ArrayLike | None = ..., correction: int | float | None = None) -> Array:
+    """``nx.std`` reduces the axes given in ``axis``: positions (ints) and names (strings), mixed freely
+    (``axis=("batch", 0)``); the names not given are kept. ``axis=None`` reduces the positional axes
+    only, as in xmap, and is an error on a value whose axes are all named (except inside ``nx.xmap``).
+    ``keepdims=True`` keeps reduced positional axes (size 1); reduced names are dropped even then,
+    since names broadcast by name (``x - x.mean("batch")`` already lines up).
+
+    The documentation of ``jax.numpy.std`` follows.
+
+    Compute the standard deviation along a given axis.
+
+    JAX implementation of :func:`numpy.std`.
+
+    Args:
+      a: input array.
+      axis: optional, int or sequence of ints, default=None. Axis along which the
+        standard deviation is computed. If None, standard deviaiton is computed
+        along all the axes.
+      dtype: The type of the output array. Default=None.
+      ddof: int, default=0. Degrees of freedom. The divisor in the standard deviation
+        computation is ``N-ddof``, ``N`` is number of elements along given axis.
+      keepdims: bool, default=False. If true, reduced axes are left in the result
+        with size 1.
+      where: optional, boolean array, default=None. The elements to be used in the
+        standard deviation. Array should be broadcast compatible to the input.
+      mean: optional, mean of the input array, computed along the given axis.
+        If provided, it will be used to compute the standard deviation instead of
+        computing it from the input array. If specified, mean must be broadcast-compatible
+        with the input array. In the general case, this can be achieved by computing the mean with
+        ``keepdims=True`` and ``axis`` matching this function's ``axis`` argument.
+      correction: int or float, default=None. Alternative name for ``ddof``.
+        Both ddof and correction can't be provided simultaneously.
+      out: Unused by JAX.
+
+    Returns:
+      An array of the standard deviation along the given axis.
+
+    See also:
+      - :func:`jax.numpy.var`: Compute the variance of array elements over given
+        axis.
+      - :func:`jax.numpy.mean`: Compute the mean of array elements over a given axis.
+      - :func:`jax.numpy.nanvar`: Compute the variance along a given axis, ignoring
+        NaNs values.
+      - :func:`jax.numpy.nanstd`: Computed the standard deviation of a given axis,
+        ignoring NaN values.
+
+    Examples:
+      By default, ``jnp.std`` computes the standard deviation along all axes.
+
+      >>> x = jnp.array([[1, 3, 4, 2],
+      ...                [4, 2, 5, 3],
+      ...                [5, 4, 2, 3]])
+      >>> with jnp.printoptions(precision=2, suppress=True):
+      ...   jnp.std(x)
+      Array(1.21, dtype=float32)
+
+      If ``axis=0``, computes along axis 0.
+
+      >>> with jnp.printoptions(precision=2, suppress=True):
+      ...   print(jnp.std(x, axis=0))
+      [1.7  0.82 1.25 0.47]
+
+      To preserve the dimensions of input, you can set ``keepdims=True``.
+
+      >>> with jnp.printoptions(precision=2, suppress=True):
+      ...   print(jnp.std(x, axis=0, keepdims=True))
+      [[1.7  0.82 1.25 0.47]]
+
+      If ``ddof=1``:
+
+      >>> with jnp.printoptions(precision=2, suppress=True):
+      ...   print(jnp.std(x, axis=0, keepdims=True, ddof=1))
+      [[2.08 1.   1.53 0.58]]
+
+      To include specific elements of the array to compute standard deviation, you
+      can use ``where``.
+
+      >>> where = jnp.array([[1, 0, 1, 0],
+      ...                    [0, 1, 0, 1],
+      ...                    [1, 1, 1, 0]], dtype=bool)
+      >>> jnp.std(x, axis=0, keepdims=True, where=where)
+      Array([[2., 1., 1., 0.]], dtype=float32)
+    """
 @overload
 def subtract(x1: NamedArray, x2: NamedArray | ArrayLike, /) -> NamedArray: ...
 @overload
 def subtract(x1: NamedArray | ArrayLike, x2: NamedArray, /) -> NamedArray: ...
 @overload
-def subtract(x1: ArrayLike, x2: ArrayLike, /) -> Array: ...
+def subtract(x1: ArrayLike, x2: ArrayLike, /) -> Array:
+    """``nx.subtract`` works elementwise and broadcasts by name: the result carries every name of its operands (one size per name), and positional axes broadcast by NumPy's rules.
+
+    The documentation of ``jax.numpy.subtract`` follows.
+
+    Subtract two arrays element-wise.
+
+    JAX implementation of :obj:`numpy.subtract`. This is a universal function,
+    and supports the additional APIs described at :class:`jax.numpy.ufunc`.
+    This function provides the implementation of the ``-`` operator for
+    JAX arrays.
+
+    Args:
+      x, y: arrays to subtract. Must be broadcastable to a common shape.
+
+    Returns:
+      Array containing the result of the element-wise subtraction.
+
+    Examples:
+      Calling ``subtract`` explicitly:
+
+      >>> x = jnp.arange(4)
+      >>> jnp.subtract(x, 10)
+      Array([-10,  -9,  -8,  -7], dtype=int32)
+
+      Calling ``subtract`` via the ``-`` operator:
+
+      >>> x - 10
+      Array([-10,  -9,  -8,  -7], dtype=int32)
+    """
 @overload
 def sum(a: NamedArray, axis: int | str | Sequence[int | str] | None = None, dtype: DTypeLike | None = None, out: None = None, keepdims: builtins.bool = False, initial: NamedArray | ArrayLike | None = None, where: NamedArray | ArrayLike | None = None, promote_integers: builtins.bool = True) -> NamedArray: ...
 @overload
@@ -1605,53 +13851,521 @@ def sum(a: NamedArray | ArrayLike, axis: int | str | Sequence[int | str] | None 
 @overload
 def sum(a: NamedArray | ArrayLike, axis: int | str | Sequence[int | str] | None = None, dtype: DTypeLike | None = None, out: None = None, keepdims: builtins.bool = False, initial: NamedArray | ArrayLike | None = None, *, where: NamedArray, promote_integers: builtins.bool = True) -> NamedArray: ...
 @overload
-def sum(a: ArrayLike, axis: int | str | Sequence[int | str] | None = None, dtype: DTypeLike | None = None, out: None = None, keepdims: builtins.bool = False, initial: ArrayLike | None = ..., where: ArrayLike | None = ..., promote_integers: builtins.bool = True) -> Array: ...
+def sum(a: ArrayLike, axis: int | str | Sequence[int | str] | None = None, dtype: DTypeLike | None = None, out: None = None, keepdims: builtins.bool = False, initial: ArrayLike | None = ..., where: ArrayLike | None = ..., promote_integers: builtins.bool = True) -> Array:
+    """``nx.sum`` reduces the axes given in ``axis``: positions (ints) and names (strings), mixed freely
+    (``axis=("batch", 0)``); the names not given are kept. ``axis=None`` reduces the positional axes
+    only, as in xmap, and is an error on a value whose axes are all named (except inside ``nx.xmap``).
+    ``keepdims=True`` keeps reduced positional axes (size 1); reduced names are dropped even then,
+    since names broadcast by name (``x - x.mean("batch")`` already lines up).
+
+    The documentation of ``jax.numpy.sum`` follows.
+
+    Sum of the elements of the array over a given axis.
+
+    JAX implementation of :func:`numpy.sum`.
+
+    Args:
+      a: Input array.
+      axis: int or array, default=None. Axis along which the sum to be computed.
+        If None, the sum is computed along all the axes.
+      dtype: The type of the output array. Default=None.
+      out: Unused by JAX
+      keepdims: bool, default=False. If true, reduced axes are left in the result
+        with size 1.
+      initial: int or array, Default=None. Initial value for the sum.
+      where: int or array, default=None. The elements to be used in the sum. Array
+        should be broadcast compatible to the input.
+      promote_integers : bool, default=True. If True, then integer inputs will be
+        promoted to the widest available integer dtype, following numpy's behavior.
+        If False, the result will have the same dtype as the input.
+        ``promote_integers`` is ignored if ``dtype`` is specified.
+
+    Returns:
+      An array of the sum along the given axis.
+
+    See also:
+      - :func:`jax.numpy.prod`: Compute the product of array elements over a given
+        axis.
+      - :func:`jax.numpy.max`: Compute the maximum of array elements over given axis.
+      - :func:`jax.numpy.min`: Compute the minimum of array elements over given axis.
+
+    Examples:
+
+      By default, the sum is computed along all the axes.
+
+      >>> x = jnp.array([[1, 3, 4, 2],
+      ...                [5, 2, 6, 3],
+      ...                [8, 1, 3, 9]])
+      >>> jnp.sum(x)
+      Array(47, dtype=int32)
+
+      If ``axis=1``, the sum is computed along axis 1.
+
+      >>> jnp.sum(x, axis=1)
+      Array([10, 16, 21], dtype=int32)
+
+      If ``keepdims=True``, ``ndim`` of the output is equal to that of the input.
+
+      >>> jnp.sum(x, axis=1, keepdims=True)
+      Array([[10],
+             [16],
+             [21]], dtype=int32)
+
+      To include only specific elements in the sum, you can use ``where``.
+
+      >>> where=jnp.array([[0, 0, 1, 0],
+      ...                  [0, 0, 1, 1],
+      ...                  [1, 1, 1, 0]], dtype=bool)
+      >>> jnp.sum(x, axis=1, keepdims=True, where=where)
+      Array([[ 4],
+             [ 9],
+             [12]], dtype=int32)
+      >>> where=jnp.array([[False],
+      ...                  [False],
+      ...                  [False]])
+      >>> jnp.sum(x, axis=0, keepdims=True, where=where)
+      Array([[0, 0, 0, 0]], dtype=int32)
+    """
 @overload
 def swapaxes(a: NamedArray, axis1: int, axis2: int) -> NamedArray: ...
 @overload
-def swapaxes(a: ArrayLike, axis1: int, axis2: int) -> Array: ...
-def tag(x: Any, *names: str | None | Mapping[int, str]) -> NamedArray: ...
+def swapaxes(a: ArrayLike, axis1: int, axis2: int) -> Array:
+    """``nx.swapaxes`` is lifted: it runs as if vmapped over every named axis of its NamedArray arguments, and
+    the result carries their names. Integer axis arguments count positional axes only, and a value
+    whose names leave it too few positional axes is an error.
+
+    The documentation of ``jax.numpy.swapaxes`` follows.
+
+    Swap two axes of an array.
+
+    JAX implementation of :func:`numpy.swapaxes`, implemented in terms of
+    :func:`jax.lax.transpose`.
+
+    Args:
+      a: input array
+      axis1: index of first axis
+      axis2: index of second axis
+
+    Returns:
+      Copy of ``a`` with specified axes swapped.
+
+    Notes:
+      Unlike :func:`numpy.swapaxes`, :func:`jax.numpy.swapaxes` will return a copy rather
+      than a view of the input array. However, under JIT, the compiler will optimize away
+      such copies when possible, so this doesn't have performance impacts in practice.
+
+    See Also:
+      - :func:`jax.numpy.moveaxis`: move a single axis of an array.
+      - :func:`jax.numpy.rollaxis`: older API for ``moveaxis``.
+      - :func:`jax.lax.transpose`: more general axes permutations.
+      - :meth:`jax.Array.swapaxes`: same functionality via an array method.
+
+    Examples:
+      >>> a = jnp.ones((2, 3, 4, 5))
+      >>> jnp.swapaxes(a, 1, 3).shape
+      (2, 5, 4, 3)
+
+      Equivalent output via the ``swapaxes`` array method:
+
+      >>> a.swapaxes(1, 3).shape
+      (2, 5, 4, 3)
+
+      Equivalent output via :func:`~jax.numpy.transpose`:
+
+      >>> a.transpose(0, 3, 2, 1).shape
+      (2, 5, 4, 3)
+    """
+def tag(x: Any, *names: str | None | Mapping[int, str]) -> NamedArray:
+    """Name the positional axes of ``x``: one name (or ``None``, to leave it positional) per axis, in order,
+    or a dict ``{position: name}``. ``x.tag(...)`` is the same.
+
+    >>> import namedarray as nx, jax.numpy as jnp
+    >>> x = nx.wrap(jnp.zeros((2, 3, 4)))
+    >>> x.tag("batch", None, "k").shape, x.tag({0: "batch"}).named_shape
+    ((3,), {'batch': 2})
+    """
 @overload
 def take(a: NamedArray, indices: NamedArray | ArrayLike, axis: int | str | None = None, out: None = None, mode: Any = None, unique_indices: builtins.bool = False, indices_are_sorted: builtins.bool = False, fill_value: Any = None) -> NamedArray: ...
 @overload
 def take(a: NamedArray | ArrayLike, indices: NamedArray, axis: int | str | None = None, out: None = None, mode: Any = None, unique_indices: builtins.bool = False, indices_are_sorted: builtins.bool = False, fill_value: Any = None) -> NamedArray: ...
 @overload
-def take(a: ArrayLike, indices: ArrayLike, axis: int | str | None = None, out: None = None, mode: Any = None, unique_indices: builtins.bool = False, indices_are_sorted: builtins.bool = False, fill_value: Any = None) -> Array: ...
+def take(a: ArrayLike, indices: ArrayLike, axis: int | str | None = None, out: None = None, mode: Any = None, unique_indices: builtins.bool = False, indices_are_sorted: builtins.bool = False, fill_value: Any = None) -> Array:
+    """``jnp.take``; along a named ``axis``, a 1-d index keeps the name (resized), a scalar drops it.
+
+    >>> import namedarray as nx, jax.numpy as jnp
+    >>> x = nx.wrap(jnp.arange(4) * 10, ["t"])
+    >>> nx.take(x, jnp.array([3, 0]), axis="t").unwrap(["t"]).tolist()
+    [30, 0]
+    """
 @overload
 def take_along_axis(arr: NamedArray, indices: NamedArray | ArrayLike, axis: int | None = -1, mode: Any = None, fill_value: Any = None, *, wrap_negative_indices: builtins.bool | None = None) -> NamedArray: ...
 @overload
 def take_along_axis(arr: NamedArray | ArrayLike, indices: NamedArray, axis: int | None = -1, mode: Any = None, fill_value: Any = None, *, wrap_negative_indices: builtins.bool | None = None) -> NamedArray: ...
 @overload
-def take_along_axis(arr: ArrayLike, indices: ArrayLike, axis: int | None = -1, mode: Any = None, fill_value: Any = None, *, wrap_negative_indices: builtins.bool | None = None) -> Array: ...
+def take_along_axis(arr: ArrayLike, indices: ArrayLike, axis: int | None = -1, mode: Any = None, fill_value: Any = None, *, wrap_negative_indices: builtins.bool | None = None) -> Array:
+    """``nx.take_along_axis`` is lifted: it runs as if vmapped over every named axis of its NamedArray arguments, and
+    the result carries their names. Integer axis arguments count positional axes only, and a value
+    whose names leave it too few positional axes is an error.
+
+    The documentation of ``jax.numpy.take_along_axis`` follows.
+
+    Take elements from an array.
+
+    JAX implementation of :func:`numpy.take_along_axis`, implemented in
+    terms of :func:`jax.lax.gather`. JAX's behavior differs from NumPy
+    in the case of out-of-bound indices; see the ``mode`` parameter below.
+
+    Args:
+      a: array from which to take values.
+      indices: array of integer indices. If ``axis`` is ``None``, must be
+        one-dimensional. If ``axis`` is not None, must have ``a.ndim ==
+        indices.ndim``, and ``a`` must be broadcast-compatible with ``indices``
+        along dimensions other than ``axis``.
+      axis: the axis along which to take values. If not specified, the array will
+        be flattened before indexing is applied.
+      mode: Out-of-bounds indexing mode, either ``"fill"`` or ``"clip"``. The
+        default ``mode="fill"`` returns invalid values (e.g. NaN) for out-of
+        bounds indices. For more discussion of ``mode`` options, see
+        :attr:`jax.numpy.ndarray.at`.
+      wrap_negative_indices: Whether to wrap negative indices to positive like
+        Numpy. If unset, defaults to a legacy behavior (wrapping unless the
+        indexing mode is 'promise_in_bounds'), but this will likely be removed and
+        the default changed to True in the future, so do not depend on it.
+
+    Returns:
+      Array of values extracted from ``a``.
+
+    See also:
+      - :attr:`jax.numpy.ndarray.at`: take values via indexing syntax.
+      - :func:`jax.numpy.take`: take the same indices along every axis slice.
+
+    Examples:
+      >>> x = jnp.array([[1., 2., 3.],
+      ...                [4., 5., 6.]])
+      >>> indices = jnp.array([[0, 2],
+      ...                      [1, 0]])
+      >>> jnp.take_along_axis(x, indices, axis=1)
+      Array([[1., 3.],
+             [5., 4.]], dtype=float32)
+      >>> x[jnp.arange(2)[:, None], indices]  # equivalent via indexing syntax
+      Array([[1., 3.],
+             [5., 4.]], dtype=float32)
+
+      Out-of-bound indices fill with invalid values. For float inputs, this is
+      `NaN`:
+
+      >>> indices = jnp.array([[1, 0, 2]])
+      >>> jnp.take_along_axis(x, indices, axis=0)
+      Array([[ 4.,  2., nan]], dtype=float32)
+      >>> x.at[indices, jnp.arange(3)].get(
+      ...     mode='fill', fill_value=jnp.nan)  # equivalent via indexing syntax
+      Array([[ 4.,  2., nan]], dtype=float32)
+
+      ``take_along_axis`` is helpful for extracting values from multi-dimensional
+      argsorts and arg reductions. For, here we compute :func:`~jax.numpy.argsort`
+      indices along an axis, and use ``take_along_axis`` to construct the sorted
+      array:
+
+      >>> x = jnp.array([[5, 3, 4],
+      ...                [2, 7, 6]])
+      >>> indices = jnp.argsort(x, axis=1)
+      >>> indices
+      Array([[1, 2, 0],
+             [0, 2, 1]], dtype=int32)
+      >>> jnp.take_along_axis(x, indices, axis=1)
+      Array([[3, 4, 5],
+             [2, 6, 7]], dtype=int32)
+
+      Similarly, we can use :func:`~jax.numpy.argmin` with ``keepdims=True`` and
+      use ``take_along_axis`` to extract the minimum value:
+
+      >>> idx = jnp.argmin(x, axis=1, keepdims=True)
+      >>> idx
+      Array([[1],
+             [0]], dtype=int32)
+      >>> jnp.take_along_axis(x, idx, axis=1)
+      Array([[3],
+             [2]], dtype=int32)
+    """
 @overload
 def tan(x: NamedArray, /) -> NamedArray: ...
 @overload
-def tan(x: ArrayLike, /) -> Array: ...
+def tan(x: ArrayLike, /) -> Array:
+    """``nx.tan`` works elementwise and broadcasts by name: the result carries every name of its operands (one size per name), and positional axes broadcast by NumPy's rules.
+
+    The documentation of ``jax.numpy.tan`` follows.
+
+    Compute a trigonometric tangent of each element of input.
+
+    JAX implementation of :obj:`numpy.tan`.
+
+    Args:
+      x: scalar or array. Angle in radians.
+
+    Returns:
+      An array containing the tangent of each element in ``x``, promotes to inexact
+      dtype.
+
+    See also:
+      - :func:`jax.numpy.sin`: Computes a trigonometric sine of each element of input.
+      - :func:`jax.numpy.cos`: Computes a trigonometric cosine of each element of
+        input.
+      - :func:`jax.numpy.arctan` and :func:`jax.numpy.atan`: Computes the inverse of
+        trigonometric tangent of each element of input.
+
+    Examples:
+      >>> pi = jnp.pi
+      >>> x = jnp.array([0, pi/6, pi/4, 3*pi/4, 5*pi/6])
+      >>> with jnp.printoptions(precision=3, suppress=True):
+      ...   print(jnp.tan(x))
+      [ 0.     0.577  1.    -1.    -0.577]
+    """
 @overload
 def tanh(x: NamedArray, /) -> NamedArray: ...
 @overload
-def tanh(x: ArrayLike, /) -> Array: ...
+def tanh(x: ArrayLike, /) -> Array:
+    """``nx.tanh`` works elementwise and broadcasts by name: the result carries every name of its operands (one size per name), and positional axes broadcast by NumPy's rules.
+
+    The documentation of ``jax.numpy.tanh`` follows.
+
+    Calculate element-wise hyperbolic tangent of input.
+
+    JAX implementation of :obj:`numpy.tanh`.
+
+    The hyperbolic tangent is defined by:
+
+    .. math::
+
+      tanh(x) = \\frac{sinh(x)}{cosh(x)} = \\frac{e^x - e^{-x}}{e^x + e^{-x}}
+
+    Args:
+      x: input array or scalar.
+
+    Returns:
+      An array containing the hyperbolic tangent of each element of ``x``, promoting
+      to inexact dtype.
+
+    Note:
+      ``jnp.tanh`` is equivalent to computing ``-1j * jnp.tan(1j * x)``.
+
+    See also:
+      - :func:`jax.numpy.sinh`: Computes the element-wise hyperbolic sine of the input.
+      - :func:`jax.numpy.cosh`: Computes the element-wise hyperbolic cosine of the
+        input.
+      - :func:`jax.numpy.arctanh`:  Computes the element-wise inverse of hyperbolic
+        tangent of the input.
+
+    Examples:
+      >>> x = jnp.array([[-1, 0, 1],
+      ...                [3, -2, 5]])
+      >>> with jnp.printoptions(precision=3, suppress=True):
+      ...   jnp.tanh(x)
+      Array([[-0.762,  0.   ,  0.762],
+             [ 0.995, -0.964,  1.   ]], dtype=float32)
+      >>> with jnp.printoptions(precision=3, suppress=True):
+      ...   -1j * jnp.tan(1j * x)
+      Array([[-0.762+0.j,  0.   -0.j,  0.762-0.j],
+             [ 0.995-0.j, -0.964+0.j,  1.   -0.j]],      dtype=complex64, weak_type=True)
+
+      For complex-valued input:
+
+      >>> with jnp.printoptions(precision=3, suppress=True):
+      ...   jnp.tanh(2-5j)
+      Array(1.031+0.021j, dtype=complex64, weak_type=True)
+      >>> with jnp.printoptions(precision=3, suppress=True):
+      ...   -1j * jnp.tan(1j * (2-5j))
+      Array(1.031+0.021j, dtype=complex64, weak_type=True)
+    """
 @overload
 def tensordot(a: NamedArray, b: NamedArray | ArrayLike, axes: Any = 2, *, precision: Any = None, preferred_element_type: Any = None) -> NamedArray: ...
 @overload
 def tensordot(a: NamedArray | ArrayLike, b: NamedArray, axes: Any = 2, *, precision: Any = None, preferred_element_type: Any = None) -> NamedArray: ...
 @overload
-def tensordot(a: ArrayLike, b: ArrayLike, axes: Any = 2, *, precision: Any = None, preferred_element_type: Any = None) -> Array: ...
+def tensordot(a: ArrayLike, b: ArrayLike, axes: Any = 2, *, precision: Any = None, preferred_element_type: Any = None) -> Array:
+    """``jnp.tensordot`` where axes may be given by name.
+
+    ``axes`` is an int N (the last N positional axes of ``a`` with the first N of ``b``), a pair
+    ``(axes_a, axes_b)`` whose entries are positions or names (so ``(("k",), (0,))`` contracts ``a``'s named
+    axis ``k`` with ``b``'s first positional axis), or one name that both operands carry. As in NumPy, a
+    pair of two entries means (axis of ``a``, axis of ``b``): ``("k", "j")`` contracts ``a.k`` with ``b.j``.
+    The result's positional axes are ``a``'s uncontracted ones then ``b``'s; names not contracted broadcast
+    by name.
+
+    >>> import namedarray as nx, jax.numpy as jnp
+    >>> x = nx.wrap(jnp.ones((3, 2)), ["k", None])
+    >>> y = jnp.ones((3, 5))
+    >>> nx.tensordot(x, y, axes=(("k",), (0,))).shape
+    (2, 5)
+    """
 @overload
 def tile(A: NamedArray, reps: Any) -> NamedArray: ...
 @overload
-def tile(A: ArrayLike, reps: Any) -> Array: ...
-def to_xarray(x: NamedArray, coords: Mapping[str, Any] | None = None, **kwargs: Any) -> Any: ...
+def tile(A: ArrayLike, reps: Any) -> Array:
+    """``jnp.tile``, where ``reps`` may also be a mapping ``{axis: count}`` whose keys are names or
+    positions: the whole axis is repeated ``count`` times along itself (``[a, b]`` tiled twice is
+    ``[a, b, a, b]``), and keeps its name with ``count`` times the size; the axes it leaves out are not tiled.
+
+    Every name in ``reps`` must be one the value carries (:class:`~namedarray.errors.AxisSpecError`
+    otherwise): to repeat a value along a new named axis, broadcast it,
+    ``nx.broadcast_to(x, x.shape, named_shape={name: count})``. ``reps`` that is not a mapping counts
+    positional axes, as ``jnp.tile``'s does (lifted over the names; extra counts add leading positional
+    axes); on a value whose axes are all named that would tile nothing of it, so it is an error there
+    (outside ``nx.xmap`` bodies, whose values are per element).
+
+    >>> import namedarray as nx, jax.numpy as jnp
+    >>> x = nx.wrap(jnp.arange(6).reshape(2, 3), ["h", "w"])
+    >>> nx.tile(x, {"w": 2}).unwrap(["h", "w"]).tolist()
+    [[0, 1, 2, 0, 1, 2], [3, 4, 5, 3, 4, 5]]
+    """
+def to_xarray(x: NamedArray, coords: Mapping[str, Any] | None = None, **kwargs: Any) -> Any:
+    """An ``xarray.DataArray`` whose dims are ``x``'s names, in storage order (``coords`` and the other
+    keyword arguments go to ``xarray.DataArray``); ``nx.to_xarray(x)`` and ``x.to_xarray()`` are one
+    function. Positional axes have no dim name: name them first (``x.tag(...)``). Needs the ``[xarray]``
+    extra; without it the error says what to install.
+
+    >>> import namedarray as nx, jax.numpy as jnp
+    >>> nx.wrap(jnp.zeros((2, 3)), ["batch", "embed"]).to_xarray().dims
+    ('batch', 'embed')
+    >>> nx.to_xarray(nx.wrap(jnp.zeros(2), ["batch"])).dims
+    ('batch',)
+    """
 @overload
 def trace(a: NamedArray, offset: int | NamedArray | ArrayLike = 0, axis1: int = 0, axis2: int = 1, dtype: DTypeLike | None = None, out: None = None) -> NamedArray: ...
 @overload
 def trace(a: NamedArray | ArrayLike, *, offset: NamedArray, axis1: int = 0, axis2: int = 1, dtype: DTypeLike | None = None, out: None = None) -> NamedArray: ...
 @overload
-def trace(a: ArrayLike, offset: int | ArrayLike = ..., axis1: int = 0, axis2: int = 1, dtype: DTypeLike | None = None, out: None = None) -> Array: ...
+def trace(a: ArrayLike, offset: int | ArrayLike = ..., axis1: int = 0, axis2: int = 1, dtype: DTypeLike | None = None, out: None = None) -> Array:
+    """``nx.trace`` is lifted: it runs as if vmapped over every named axis of its NamedArray arguments, and
+    the result carries their names. Integer axis arguments count positional axes only, and a value
+    whose names leave it too few positional axes is an error.
+
+    The documentation of ``jax.numpy.trace`` follows.
+
+    Calculate sum of the diagonal of input along the given axes.
+
+    JAX implementation of :func:`numpy.trace`.
+
+    Args:
+      a: input array. Must have ``a.ndim >= 2``.
+      offset: optional, int, default=0. Diagonal offset from the main diagonal.
+        Can be positive or negative.
+      axis1: optional, default=0. The first axis along which to take the sum of
+        diagonal. Must be a static integer value.
+      axis2: optional, default=1. The second axis along which to take the sum of
+        diagonal. Must be a static integer value.
+      dtype: optional. The dtype of the output array. Should be provided as static
+        argument in JIT compilation.
+      out: Not used by JAX.
+
+    Returns:
+      An array of dimension x.ndim-2 containing the sum of the diagonal elements
+      along axes (axis1, axis2)
+
+    See also:
+      - :func:`jax.numpy.diag`: Returns the specified diagonal or constructs a diagonal
+        array
+      - :func:`jax.numpy.diagonal`: Returns the specified diagonal of an array.
+      - :func:`jax.numpy.diagflat`: Returns a 2-D array with the flattened input array
+        laid out on the diagonal.
+
+    Examples:
+      >>> x = jnp.arange(1, 9).reshape(2, 2, 2)
+      >>> x
+      Array([[[1, 2],
+              [3, 4]],
+      <BLANKLINE>
+             [[5, 6],
+              [7, 8]]], dtype=int32)
+      >>> jnp.trace(x)
+      Array([ 8, 10], dtype=int32)
+      >>> jnp.trace(x, offset=1)
+      Array([3, 4], dtype=int32)
+      >>> jnp.trace(x, axis1=1, axis2=2)
+      Array([ 5, 13], dtype=int32)
+      >>> jnp.trace(x, offset=1, axis1=1, axis2=2)
+      Array([2, 6], dtype=int32)
+    """
 @overload
 def transpose(a: NamedArray, axes: Sequence[int] | None = None) -> NamedArray: ...
 @overload
-def transpose(a: ArrayLike, axes: Sequence[int] | None = None) -> Array: ...
+def transpose(a: ArrayLike, axes: Sequence[int] | None = None) -> Array:
+    """``nx.transpose`` is lifted: it runs as if vmapped over every named axis of its NamedArray arguments, and
+    the result carries their names. Integer axis arguments count positional axes only, and a value
+    whose names leave it too few positional axes is an error.
+
+    The documentation of ``jax.numpy.transpose`` follows.
+
+    Return a transposed version of an N-dimensional array.
+
+    JAX implementation of :func:`numpy.transpose`, implemented in terms of
+    :func:`jax.lax.transpose`.
+
+    Args:
+      a: input array
+      axes: optionally specify the permutation using a length-`a.ndim` sequence of integers
+        ``i`` satisfying ``0 <= i < a.ndim``. Defaults to ``range(a.ndim)[::-1]``, i.e.
+        reverses the order of all axes.
+
+    Returns:
+      transposed copy of the array.
+
+    See Also:
+      - :func:`jax.Array.transpose`: equivalent function via an :class:`~jax.Array` method.
+      - :attr:`jax.Array.T`: equivalent function via an :class:`~jax.Array`  property.
+      - :func:`jax.numpy.matrix_transpose`: transpose the last two axes of an array. This is
+        suitable for working with batched 2D matrices.
+      - :func:`jax.numpy.swapaxes`: swap any two axes in an array.
+      - :func:`jax.numpy.moveaxis`: move an axis to another position in the array.
+
+    Note:
+      Unlike :func:`numpy.transpose`, :func:`jax.numpy.transpose` will return a copy rather
+      than a view of the input array. However, under JIT, the compiler will optimize-away
+      such copies when possible, so this doesn't have performance impacts in practice.
+
+    Examples:
+      For a 1D array, the transpose is the identity:
+
+      >>> x = jnp.array([1, 2, 3, 4])
+      >>> jnp.transpose(x)
+      Array([1, 2, 3, 4], dtype=int32)
+
+      For a 2D array, the transpose is a matrix transpose:
+
+      >>> x = jnp.array([[1, 2],
+      ...                [3, 4]])
+      >>> jnp.transpose(x)
+      Array([[1, 3],
+             [2, 4]], dtype=int32)
+
+      For an N-dimensional array, the transpose reverses the order of the axes:
+
+      >>> x = jnp.zeros(shape=(3, 4, 5))
+      >>> jnp.transpose(x).shape
+      (5, 4, 3)
+
+      The ``axes`` argument can be specified to change this default behavior:
+
+      >>> jnp.transpose(x, (0, 2, 1)).shape
+      (3, 5, 4)
+
+      Since swapping the last two axes is a common operation, it can be done
+      via its own API, :func:`jax.numpy.matrix_transpose`:
+
+      >>> jnp.matrix_transpose(x).shape
+      (3, 5, 4)
+
+      For convenience, transposes may also be performed using the :meth:`jax.Array.transpose`
+      method or the :attr:`jax.Array.T` property:
+
+      >>> x = jnp.array([[1, 2],
+      ...                [3, 4]])
+      >>> x.transpose()
+      Array([[1, 3],
+             [2, 4]], dtype=int32)
+      >>> x.T
+      Array([[1, 3],
+             [2, 4]], dtype=int32)
+    """
 @overload
 def trapezoid(y: NamedArray, x: NamedArray | ArrayLike | None = None, dx: NamedArray | ArrayLike = 1.0, axis: int | str = -1) -> NamedArray: ...
 @overload
@@ -1659,43 +14373,535 @@ def trapezoid(y: NamedArray | ArrayLike, *, x: NamedArray, dx: NamedArray | Arra
 @overload
 def trapezoid(y: NamedArray | ArrayLike, x: NamedArray | ArrayLike | None = None, *, dx: NamedArray, axis: int | str = -1) -> NamedArray: ...
 @overload
-def trapezoid(y: ArrayLike, x: ArrayLike | None = ..., dx: ArrayLike = ..., axis: int | str = -1) -> Array: ...
-def tree_leaves(tree: Any) -> list: ...
-def tree_map(f: Callable[..., Any], tree: Any, *rest: Any) -> Any: ...
-def tri(N: int, M: int | None = None, k: int = 0, dtype: DTypeLike | None = None) -> Array: ...
+def trapezoid(y: ArrayLike, x: ArrayLike | None = ..., dx: ArrayLike = ..., axis: int | str = -1) -> Array:
+    """``nx.trapezoid`` acts along the axis given in ``axis``, by position or by name, and keeps it; every other name
+    is a batch axis. Options may be arrays, traced under ``jit`` (``roll``'s shift, ``repeat``'s
+    counts), as in ``jax.numpy``; one with named axes is an error that shows the ``nx.along``
+    spelling.
+
+    The documentation of ``jax.numpy.trapezoid`` follows.
+
+    Integrate along the given axis using the composite trapezoidal rule.
+
+    JAX implementation of :func:`numpy.trapezoid`
+
+    The trapezoidal rule approximates the integral under a curve by summing the
+    areas of trapezoids formed between adjacent data points.
+
+    Args:
+      y: array of data to integrate.
+      x: optional array of sample points corresponding to the ``y`` values. If not
+         provided, ``x`` defaults to equally spaced with spacing given by ``dx``.
+      dx: The spacing between sample points when `x` is None (default: 1.0).
+      axis: The axis along which to integrate (default: -1)
+
+    Returns:
+      The definite integral approximated by the trapezoidal rule.
+
+    Examples:
+      Integrate over a regular grid, with spacing 1.0:
+
+      >>> y = jnp.array([1, 2, 3, 2, 3, 2, 1])
+      >>> jnp.trapezoid(y, dx=1.0)
+      Array(13., dtype=float32)
+
+      Integrate over an irregular grid:
+
+      >>> x = jnp.array([0, 2, 5, 7, 10, 15, 20])
+      >>> jnp.trapezoid(y, x)
+      Array(43., dtype=float32)
+
+      Approximate :math:`\\int_0^{2\\pi} \\sin^2(x)dx`, which equals :math:`\\pi`:
+
+      >>> x = jnp.linspace(0, 2 * jnp.pi, 1000)
+      >>> y = jnp.sin(x) ** 2
+      >>> result = jnp.trapezoid(y, x)
+      >>> jnp.allclose(result, jnp.pi)
+      Array(True, dtype=bool)
+    """
+def tree_leaves(tree: Any) -> list:
+    """``jax.tree.leaves`` that stops at NamedArrays (each is one leaf).
+
+    >>> import namedarray as nx
+    >>> params = {"w": nx.ones((), named_shape={"in": 3, "out": 2}),
+    ...           "b": nx.zeros((), named_shape={"out": 2})}
+    >>> sum(p.size * p.named_size for p in nx.tree_leaves(params))
+    8
+    """
+def tree_map(f: Callable[..., Any], tree: Any, *rest: Any) -> Any:
+    """``jax.tree.map`` that stops at NamedArrays: ``f`` gets each NamedArray whole (and every other leaf),
+    not the storage array inside it, whose axis order is the library's business.
+
+    >>> import namedarray as nx, jax.numpy as jnp
+    >>> params = {"w": nx.ones((), named_shape={"in": 3, "out": 2}),
+    ...           "b": nx.zeros((), named_shape={"out": 2})}
+    >>> nx.tree_map(lambda p: p.size * p.named_size, params)
+    {'b': 2, 'w': 6}
+    """
+def tri(N: int, M: int | None = None, k: int = 0, dtype: DTypeLike | None = None) -> Array:
+    """``nx.tri`` is lifted: it runs as if vmapped over every named axis of its NamedArray arguments, and
+    the result carries their names. Integer axis arguments count positional axes only, and a value
+    whose names leave it too few positional axes is an error.
+
+    The documentation of ``jax.numpy.tri`` follows.
+
+    Return an array with ones on and below the diagonal and zeros elsewhere.
+
+    JAX implementation of :func:`numpy.tri`
+
+    Args:
+      N: int. Dimension of the rows of the returned array.
+      M: optional, int. Dimension of the columns of the returned array. If not
+        specified, then ``M = N``.
+      k: optional, int, default=0. Specifies the sub-diagonal on and below which
+        the array is filled with ones. ``k=0`` refers to main diagonal, ``k<0``
+        refers to sub-diagonal below the main diagonal and ``k>0`` refers to
+        sub-diagonal above the main diagonal.
+      dtype: optional, data type of the returned array. The default type is float.
+
+    Returns:
+      An array of shape ``(N, M)`` containing the lower triangle with elements
+      below the sub-diagonal specified by ``k`` are set to one and zero elsewhere.
+
+    See also:
+      - :func:`jax.numpy.tril`: Returns a lower triangle of an array.
+      - :func:`jax.numpy.triu`: Returns an upper triangle of an array.
+
+    Examples:
+      >>> jnp.tri(3)
+      Array([[1., 0., 0.],
+             [1., 1., 0.],
+             [1., 1., 1.]], dtype=float32)
+
+      When ``M`` is not equal to ``N``:
+
+      >>> jnp.tri(3, 4)
+      Array([[1., 0., 0., 0.],
+             [1., 1., 0., 0.],
+             [1., 1., 1., 0.]], dtype=float32)
+
+      when ``k>0``:
+
+      >>> jnp.tri(3, k=1)
+      Array([[1., 1., 0.],
+             [1., 1., 1.],
+             [1., 1., 1.]], dtype=float32)
+
+      When ``k<0``:
+
+      >>> jnp.tri(3, 4, k=-1)
+      Array([[0., 0., 0., 0.],
+             [1., 0., 0., 0.],
+             [1., 1., 0., 0.]], dtype=float32)
+    """
 @overload
 def tril(m: NamedArray, k: int = 0) -> NamedArray: ...
 @overload
-def tril(m: ArrayLike, k: int = 0) -> Array: ...
+def tril(m: ArrayLike, k: int = 0) -> Array:
+    """``nx.tril`` is lifted: it runs as if vmapped over every named axis of its NamedArray arguments, and
+    the result carries their names. Integer axis arguments count positional axes only, and a value
+    whose names leave it too few positional axes is an error.
+
+    The documentation of ``jax.numpy.tril`` follows.
+
+    Return lower triangle of an array.
+
+    JAX implementation of :func:`numpy.tril`
+
+    Args:
+      m: input array. Must have ``m.ndim >= 2``.
+      k: k: optional, int, default=0. Specifies the sub-diagonal above which the
+        elements of the array are set to zero. ``k=0`` refers to main diagonal,
+        ``k<0`` refers to sub-diagonal below the main diagonal and ``k>0`` refers
+        to sub-diagonal above the main diagonal.
+
+    Returns:
+      An array with same shape as input containing the lower triangle of the given
+      array with elements above the sub-diagonal specified by ``k`` are set to
+      zero.
+
+    See also:
+      - :func:`jax.numpy.triu`: Returns an upper triangle of an array.
+      - :func:`jax.numpy.tri`: Returns an array with ones on and below the
+        diagonal and zeros elsewhere.
+
+    Examples:
+      >>> x = jnp.array([[1, 2, 3, 4],
+      ...                [5, 6, 7, 8],
+      ...                [9, 10, 11, 12]])
+      >>> jnp.tril(x)
+      Array([[ 1,  0,  0,  0],
+             [ 5,  6,  0,  0],
+             [ 9, 10, 11,  0]], dtype=int32)
+      >>> jnp.tril(x, k=1)
+      Array([[ 1,  2,  0,  0],
+             [ 5,  6,  7,  0],
+             [ 9, 10, 11, 12]], dtype=int32)
+      >>> jnp.tril(x, k=-1)
+      Array([[ 0,  0,  0,  0],
+             [ 5,  0,  0,  0],
+             [ 9, 10,  0,  0]], dtype=int32)
+
+      When ``m.ndim > 2``, ``jnp.tril`` operates batch-wise on the trailing axes.
+
+      >>> x1 = jnp.array([[[1, 2],
+      ...                  [3, 4]],
+      ...                 [[5, 6],
+      ...                  [7, 8]]])
+      >>> jnp.tril(x1)
+      Array([[[1, 0],
+              [3, 4]],
+      <BLANKLINE>
+             [[5, 0],
+              [7, 8]]], dtype=int32)
+    """
 @overload
 def tril_indices_from(arr: NamedArray, k: int = 0) -> tuple[NamedArray, NamedArray]: ...
 @overload
-def tril_indices_from(arr: Any, k: int = 0) -> tuple[Array, Array]: ...
+def tril_indices_from(arr: Any, k: int = 0) -> tuple[Array, Array]:
+    """``nx.tril_indices_from`` is lifted: it runs as if vmapped over every named axis of its NamedArray arguments, and
+    the result carries their names. Integer axis arguments count positional axes only, and a value
+    whose names leave it too few positional axes is an error.
+
+    The documentation of ``jax.numpy.tril_indices_from`` follows.
+
+    Return the indices of lower triangle of a given array.
+
+    JAX implementation of :func:`numpy.tril_indices_from`.
+
+    Args:
+      arr: input array. Must have ``arr.ndim == 2``.
+      k: optional, int, default=0. Specifies the sub-diagonal on and below which
+        the indices of upper triangle are returned. ``k=0`` refers to main diagonal,
+        ``k<0`` refers to sub-diagonal below the main diagonal and ``k>0`` refers
+        to sub-diagonal above the main diagonal.
+
+    Returns:
+      A tuple of two arrays containing the indices of the lower triangle, one along
+      each axis.
+
+    See also:
+      - :func:`jax.numpy.triu_indices_from`: Returns the indices of upper triangle
+        of a given array.
+      - :func:`jax.numpy.tril_indices`: Returns the indices of lower triangle of an
+        array of size ``(n, m)``.
+      - :func:`jax.numpy.tril`: Returns a lower triangle of an array
+
+    Examples:
+      >>> arr = jnp.array([[1, 2, 3],
+      ...                  [4, 5, 6],
+      ...                  [7, 8, 9]])
+      >>> jnp.tril_indices_from(arr)
+      (Array([0, 1, 1, 2, 2, 2], dtype=int32), Array([0, 0, 1, 0, 1, 2], dtype=int32))
+
+      Elements indexed by ``jnp.tril_indices_from`` correspond to those in the
+      output of ``jnp.tril``.
+
+      >>> ind = jnp.tril_indices_from(arr)
+      >>> arr[ind]
+      Array([1, 4, 5, 7, 8, 9], dtype=int32)
+      >>> jnp.tril(arr)
+      Array([[1, 0, 0],
+             [4, 5, 0],
+             [7, 8, 9]], dtype=int32)
+
+      When ``k > 0``:
+
+      >>> jnp.tril_indices_from(arr, k=1)
+      (Array([0, 0, 1, 1, 1, 2, 2, 2], dtype=int32), Array([0, 1, 0, 1, 2, 0, 1, 2], dtype=int32))
+
+      When ``k < 0``:
+
+      >>> jnp.tril_indices_from(arr, k=-1)
+      (Array([1, 2, 2], dtype=int32), Array([0, 0, 1], dtype=int32))
+    """
 @overload
 def trim_zeros(filt: NamedArray, trim: str = 'fb', axis: int | Sequence[int] | None = None) -> NamedArray: ...
 @overload
-def trim_zeros(filt: ArrayLike, trim: str = 'fb', axis: int | Sequence[int] | None = None) -> Array: ...
+def trim_zeros(filt: ArrayLike, trim: str = 'fb', axis: int | Sequence[int] | None = None) -> Array:
+    """``nx.trim_zeros`` is positional only: its output size depends on the values, so it cannot map over names. A
+    NamedArray with named axes is an error (unwrap it first).
+
+    The documentation of ``jax.numpy.trim_zeros`` follows.
+
+    Trim leading and/or trailing zeros of the input array.
+
+    JAX implementation of :func:`numpy.trim_zeros`.
+
+    Args:
+      filt: N-dimensional input array.
+      trim: string, optional, default = ``fb``. Specifies from which end the input
+        is trimmed.
+
+        - ``f`` - trims only the leading zeros.
+        - ``b`` - trims only the trailing zeros.
+        - ``fb`` - trims both leading and trailing zeros.
+
+      axis: optional axis or axes along which to trim. If not specified, trim along
+        all axes of the array.
+
+    Returns:
+      An array containing the trimmed input with same dtype as ``filt``.
+
+    Examples:
+      One-dimensional input:
+
+      >>> x = jnp.array([0, 0, 2, 0, 1, 4, 3, 0, 0, 0])
+      >>> jnp.trim_zeros(x)
+      Array([2, 0, 1, 4, 3], dtype=int32)
+      >>> jnp.trim_zeros(x, trim='f')
+      Array([2, 0, 1, 4, 3, 0, 0, 0], dtype=int32)
+      >>> jnp.trim_zeros(x, trim='b')
+      Array([0, 0, 2, 0, 1, 4, 3], dtype=int32)
+
+      Two-dimensional input:
+
+      >>> x = jnp.zeros((4, 5)).at[1:3, 1:4].set(1)
+      >>> x
+      Array([[0., 0., 0., 0., 0.],
+             [0., 1., 1., 1., 0.],
+             [0., 1., 1., 1., 0.],
+             [0., 0., 0., 0., 0.]], dtype=float32)
+      >>> jnp.trim_zeros(x)
+      Array([[1., 1., 1.],
+             [1., 1., 1.]], dtype=float32)
+      >>> jnp.trim_zeros(x, trim='f')
+      Array([[1., 1., 1., 0.],
+             [1., 1., 1., 0.],
+             [0., 0., 0., 0.]], dtype=float32)
+      >>> jnp.trim_zeros(x, axis=0)
+      Array([[0., 1., 1., 1., 0.],
+             [0., 1., 1., 1., 0.]], dtype=float32)
+      >>> jnp.trim_zeros(x, axis=1)
+      Array([[0., 0., 0.],
+             [1., 1., 1.],
+             [1., 1., 1.],
+             [0., 0., 0.]], dtype=float32)
+    """
 @overload
 def triu(m: NamedArray, k: int = 0) -> NamedArray: ...
 @overload
-def triu(m: ArrayLike, k: int = 0) -> Array: ...
+def triu(m: ArrayLike, k: int = 0) -> Array:
+    """``nx.triu`` is lifted: it runs as if vmapped over every named axis of its NamedArray arguments, and
+    the result carries their names. Integer axis arguments count positional axes only, and a value
+    whose names leave it too few positional axes is an error.
+
+    The documentation of ``jax.numpy.triu`` follows.
+
+    Return upper triangle of an array.
+
+    JAX implementation of :func:`numpy.triu`
+
+    Args:
+      m: input array. Must have ``m.ndim >= 2``.
+      k: optional, int, default=0. Specifies the sub-diagonal below which the
+        elements of the array are set to zero. ``k=0`` refers to main diagonal,
+        ``k<0`` refers to sub-diagonal below the main diagonal and ``k>0`` refers
+        to sub-diagonal above the main diagonal.
+
+    Returns:
+      An array with same shape as input containing the upper triangle of the given
+      array with elements below the sub-diagonal specified by ``k`` are set to
+      zero.
+
+    See also:
+      - :func:`jax.numpy.tril`: Returns a lower triangle of an array.
+      - :func:`jax.numpy.tri`: Returns an array with ones on and below the
+        diagonal and zeros elsewhere.
+
+    Examples:
+      >>> x = jnp.array([[1, 2, 3],
+      ...                [4, 5, 6],
+      ...                [7, 8, 9],
+      ...                [10, 11, 12]])
+      >>> jnp.triu(x)
+      Array([[1, 2, 3],
+             [0, 5, 6],
+             [0, 0, 9],
+             [0, 0, 0]], dtype=int32)
+      >>> jnp.triu(x, k=1)
+      Array([[0, 2, 3],
+             [0, 0, 6],
+             [0, 0, 0],
+             [0, 0, 0]], dtype=int32)
+      >>> jnp.triu(x, k=-1)
+      Array([[ 1,  2,  3],
+             [ 4,  5,  6],
+             [ 0,  8,  9],
+             [ 0,  0, 12]], dtype=int32)
+
+      When ``m.ndim > 2``, ``jnp.triu`` operates batch-wise on the trailing axes.
+
+      >>> x1 = jnp.array([[[1, 2],
+      ...                  [3, 4]],
+      ...                 [[5, 6],
+      ...                  [7, 8]]])
+      >>> jnp.triu(x1)
+      Array([[[1, 2],
+              [0, 4]],
+      <BLANKLINE>
+             [[5, 6],
+              [0, 8]]], dtype=int32)
+    """
 @overload
 def triu_indices_from(arr: NamedArray, k: int = 0) -> tuple[NamedArray, NamedArray]: ...
 @overload
-def triu_indices_from(arr: Any, k: int = 0) -> tuple[Array, Array]: ...
+def triu_indices_from(arr: Any, k: int = 0) -> tuple[Array, Array]:
+    """``nx.triu_indices_from`` is lifted: it runs as if vmapped over every named axis of its NamedArray arguments, and
+    the result carries their names. Integer axis arguments count positional axes only, and a value
+    whose names leave it too few positional axes is an error.
+
+    The documentation of ``jax.numpy.triu_indices_from`` follows.
+
+    Return the indices of upper triangle of a given array.
+
+    JAX implementation of :func:`numpy.triu_indices_from`.
+
+    Args:
+      arr: input array. Must have ``arr.ndim == 2``.
+      k: optional, int, default=0. Specifies the sub-diagonal on and above which
+        the indices of upper triangle are returned. ``k=0`` refers to main diagonal,
+        ``k<0`` refers to sub-diagonal below the main diagonal and ``k>0`` refers
+        to sub-diagonal above the main diagonal.
+
+    Returns:
+      A tuple of two arrays containing the indices of the upper triangle, one along
+      each axis.
+
+    See also:
+      - :func:`jax.numpy.tril_indices_from`: Returns the indices of lower triangle
+        of a given array.
+      - :func:`jax.numpy.triu_indices`: Returns the indices of upper triangle of an
+        array of size ``(n, m)``.
+      - :func:`jax.numpy.triu`: Return an upper triangle of an array.
+
+    Examples:
+      >>> arr = jnp.array([[1, 2, 3],
+      ...                  [4, 5, 6],
+      ...                  [7, 8, 9]])
+      >>> jnp.triu_indices_from(arr)
+      (Array([0, 0, 0, 1, 1, 2], dtype=int32), Array([0, 1, 2, 1, 2, 2], dtype=int32))
+
+      Elements indexed by ``jnp.triu_indices_from`` correspond to those in the
+      output of ``jnp.triu``.
+
+      >>> ind = jnp.triu_indices_from(arr)
+      >>> arr[ind]
+      Array([1, 2, 3, 5, 6, 9], dtype=int32)
+      >>> jnp.triu(arr)
+      Array([[1, 2, 3],
+             [0, 5, 6],
+             [0, 0, 9]], dtype=int32)
+
+      When ``k > 0``:
+
+      >>> jnp.triu_indices_from(arr, k=1)
+      (Array([0, 0, 1], dtype=int32), Array([1, 2, 2], dtype=int32))
+
+      When ``k < 0``:
+
+      >>> jnp.triu_indices_from(arr, k=-1)
+      (Array([0, 0, 0, 1, 1, 1, 2, 2], dtype=int32), Array([0, 1, 2, 0, 1, 2, 1, 2], dtype=int32))
+    """
 @overload
 def true_divide(x1: NamedArray, x2: NamedArray | ArrayLike, /) -> NamedArray: ...
 @overload
 def true_divide(x1: NamedArray | ArrayLike, x2: NamedArray, /) -> NamedArray: ...
 @overload
-def true_divide(x1: ArrayLike, x2: ArrayLike, /) -> Array: ...
+def true_divide(x1: ArrayLike, x2: ArrayLike, /) -> Array:
+    """``nx.true_divide`` works elementwise and broadcasts by name: the result carries every name of its operands (one size per name), and positional axes broadcast by NumPy's rules.
+
+    The documentation of ``jax.numpy.true_divide`` follows.
+
+    Calculates the division of x1 by x2 element-wise
+
+    JAX implementation of :func:`numpy.true_divide`.
+
+    Args:
+      x1: Input array, the dividend
+      x2: Input array, the divisor
+
+    Returns:
+      An array containing the elementwise quotients, will always use
+      floating point division.
+
+    Examples:
+      >>> x1 = jnp.array([3, 4, 5])
+      >>> x2 = 2
+      >>> jnp.true_divide(x1, x2)
+      Array([1.5, 2. , 2.5], dtype=float32)
+
+      >>> x1 = 24
+      >>> x2 = jnp.array([3, 4, 6j])
+      >>> jnp.true_divide(x1, x2)
+      Array([8.+0.j, 6.+0.j, 0.-4.j], dtype=complex64)
+
+      >>> x1 = jnp.array([1j, 9+5j, -4+2j])
+      >>> x2 = 3j
+      >>> jnp.true_divide(x1, x2)
+      Array([0.33333334+0.j       , 1.6666666 -3.j       ,
+             0.6666667 +1.3333334j], dtype=complex64)
+
+    See Also:
+      :func:`jax.numpy.floor_divide` for integer division
+    """
 @overload
 def trunc(x: NamedArray) -> NamedArray: ...
 @overload
-def trunc(x: ArrayLike) -> Array: ...
+def trunc(x: ArrayLike) -> Array:
+    """``nx.trunc`` works elementwise and broadcasts by name: the result carries every name of its operands (one size per name), and positional axes broadcast by NumPy's rules.
+
+    The documentation of ``jax.numpy.trunc`` follows.
+
+    Round input to the nearest integer towards zero.
+
+    JAX implementation of :func:`numpy.trunc`.
+
+    Args:
+      x: input array or scalar.
+
+    Returns:
+      An array with same shape and dtype as ``x`` containing the rounded values.
+
+    See also:
+      - :func:`jax.numpy.fix`: Rounds the input to the nearest integer towards zero.
+      - :func:`jax.numpy.ceil`: Rounds the input up to the nearest integer.
+      - :func:`jax.numpy.floor`: Rounds the input down to the nearest integer.
+
+    Examples:
+      >>> key = jax.random.key(42)
+      >>> x = jax.random.uniform(key, (3, 3), minval=-10, maxval=10)
+      >>> with jnp.printoptions(precision=2, suppress=True):
+      ...     print(x)
+      [[-0.23  3.6   2.33]
+       [ 1.22 -0.99  1.72]
+       [-8.5   5.5   3.98]]
+      >>> jnp.trunc(x)
+      Array([[-0.,  3.,  2.],
+             [ 1., -0.,  1.],
+             [-8.,  5.,  3.]], dtype=float32)
+    """
 uint1: Any
-def unbind(x: NamedArray, axis: str | int) -> list[NamedArray]: ...
-def unflatten(x: NamedArray, name: str, parts: Mapping[str, int] | Sequence[tuple[str, int]]) -> NamedArray: ...
+def unbind(x: NamedArray, axis: str | int) -> list[NamedArray]:
+    """The slices of ``x`` along ``axis`` (a name, or a positional axis), which they no longer carry.
+
+    ``nx.stack(nx.unbind(x, "layer"), "layer")`` gives ``x`` back.
+
+    >>> import namedarray as nx, jax.numpy as jnp
+    >>> x = nx.wrap(jnp.arange(6).reshape(2, 3), ["layer", "k"])
+    >>> [v.unwrap(["k"]).tolist() for v in nx.unbind(x, "layer")]
+    [[0, 1, 2], [3, 4, 5]]
+    """
+def unflatten(x: NamedArray, name: str, parts: Mapping[str, int] | Sequence[tuple[str, int]]) -> NamedArray:
+    """Split the named axis ``name`` into named axes ``parts`` (row-major, in the order given): the inverse
+    of :func:`flatten`. ``parts`` is a dict ``{name: size}`` or a list of ``(name, size)``; one size may be
+    ``-1`` (inferred). A reshape: no data moves.
+
+    >>> import namedarray as nx, jax.numpy as jnp
+    >>> x = nx.wrap(jnp.arange(6), ["embed"])
+    >>> nx.unflatten(x, "embed", {"heads": 2, "head_dim": -1}).unwrap(["heads", "head_dim"]).tolist()
+    [[0, 1, 2], [3, 4, 5]]
+    """
 @overload
 def union1d(ar1: NamedArray, ar2: NamedArray | ArrayLike, *, size: int | None = None, fill_value: NamedArray | ArrayLike | None = None) -> NamedArray: ...
 @overload
@@ -1703,36 +14909,734 @@ def union1d(ar1: NamedArray | ArrayLike, ar2: NamedArray, *, size: int | None = 
 @overload
 def union1d(ar1: NamedArray | ArrayLike, ar2: NamedArray | ArrayLike, *, size: int | None = None, fill_value: NamedArray) -> NamedArray: ...
 @overload
-def union1d(ar1: ArrayLike, ar2: ArrayLike, *, size: int | None = None, fill_value: ArrayLike | None = ...) -> Array: ...
-def unique(ar: NamedArray | ArrayLike, return_index: builtins.bool = False, return_inverse: builtins.bool = False, return_counts: builtins.bool = False, axis: int | None = None, *, equal_nan: builtins.bool = True, size: int | None = None, fill_value: NamedArray | ArrayLike | None = None, sorted: builtins.bool = True): ...
-def unique_all(x: NamedArray | ArrayLike, /, *, size: int | None = None, fill_value: NamedArray | ArrayLike | None = None) -> Any: ...
-def unique_counts(x: NamedArray | ArrayLike, /, *, size: int | None = None, fill_value: NamedArray | ArrayLike | None = None) -> Any: ...
-def unique_inverse(x: NamedArray | ArrayLike, /, *, size: int | None = None, fill_value: NamedArray | ArrayLike | None = None) -> Any: ...
+def union1d(ar1: ArrayLike, ar2: ArrayLike, *, size: int | None = None, fill_value: ArrayLike | None = ...) -> Array:
+    """``nx.union1d`` is positional only: its output size depends on the values, so it cannot map over names. A
+    NamedArray with named axes is an error (unwrap it first).
+
+    The documentation of ``jax.numpy.union1d`` follows.
+
+    Compute the set union of two 1D arrays.
+
+    JAX implementation of :func:`numpy.union1d`.
+
+    Because the size of the output of ``union1d`` is data-dependent, the function
+    is not typically compatible with :func:`~jax.jit` and other JAX transformations.
+    The JAX version adds the optional ``size`` argument which must be specified
+    statically for ``jnp.union1d`` to be used in such contexts.
+
+    Args:
+      ar1: first array of elements to be unioned.
+      ar2: second array of elements to be unioned
+      size: if specified, return only the first ``size`` sorted elements. If there are fewer
+        elements than ``size`` indicates, the return value will be padded with ``fill_value``.
+      fill_value: when ``size`` is specified and there are fewer than the indicated number of
+        elements, fill the remaining entries ``fill_value``. Defaults to the minimum value.
+
+    Returns:
+      an array containing the union of elements in the input array.
+
+    See also:
+      - :func:`jax.numpy.intersect1d`: the set intersection of two 1D arrays.
+      - :func:`jax.numpy.setxor1d`: the set XOR of two 1D arrays.
+      - :func:`jax.numpy.setdiff1d`: the set difference of two 1D arrays.
+
+    Examples:
+      Computing the union of two arrays:
+
+      >>> ar1 = jnp.array([1, 2, 3, 4])
+      >>> ar2 = jnp.array([3, 4, 5, 6])
+      >>> jnp.union1d(ar1, ar2)
+      Array([1, 2, 3, 4, 5, 6], dtype=int32)
+
+      Because the output shape is dynamic, this will fail under :func:`~jax.jit` and other
+      transformations:
+
+      >>> jax.jit(jnp.union1d)(ar1, ar2)  # doctest: +IGNORE_EXCEPTION_DETAIL
+      Traceback (most recent call last):
+         ...
+      ConcretizationTypeError: Abstract tracer value encountered where concrete value is expected: traced array with shape int32[4].
+      The error occurred while tracing the function union1d at /Users/vanderplas/github/jax-ml/jax/jax/_src/numpy/setops.py:101 for jit. This concrete value was not available in Python because it depends on the value of the argument ar1.
+
+      In order to ensure statically-known output shapes, you can pass a static ``size``
+      argument:
+
+      >>> jit_union1d = jax.jit(jnp.union1d, static_argnames=['size'])
+      >>> jit_union1d(ar1, ar2, size=6)
+      Array([1, 2, 3, 4, 5, 6], dtype=int32)
+
+      If ``size`` is too small, the union is truncated:
+
+      >>> jit_union1d(ar1, ar2, size=4)
+      Array([1, 2, 3, 4], dtype=int32)
+
+      If ``size`` is too large, then the output is padded with ``fill_value``:
+
+      >>> jit_union1d(ar1, ar2, size=8, fill_value=0)
+      Array([1, 2, 3, 4, 5, 6, 0, 0], dtype=int32)
+    """
+def unique(ar: NamedArray | ArrayLike, return_index: builtins.bool = False, return_inverse: builtins.bool = False, return_counts: builtins.bool = False, axis: int | None = None, *, equal_nan: builtins.bool = True, size: int | None = None, fill_value: NamedArray | ArrayLike | None = None, sorted: builtins.bool = True):
+    """``nx.unique`` is positional only: its output size depends on the values, so it cannot map over names. A
+    NamedArray with named axes is an error (unwrap it first).
+
+    The documentation of ``jax.numpy.unique`` follows.
+
+    Return the unique values from an array.
+
+    JAX implementation of :func:`numpy.unique`.
+
+    Because the size of the output of ``unique`` is data-dependent, the function
+    is not typically compatible with :func:`~jax.jit` and other JAX transformations.
+    The JAX version adds the optional ``size`` argument which must be specified
+    statically for ``jnp.unique`` to be used in such contexts.
+
+    Args:
+      ar: N-dimensional array from which unique values will be extracted.
+      return_index: if True, also return the indices in ``ar`` where each value occurs
+      return_inverse: if True, also return the indices that can be used to reconstruct
+        ``ar`` from the unique values.
+      return_counts: if True, also return the number of occurrences of each unique value.
+      axis: if specified, compute unique values along the specified axis. If None (default),
+        then flatten ``ar`` before computing the unique values.
+      equal_nan: if True, consider NaN values equivalent when determining uniqueness.
+      size: if specified, return only the first ``size`` sorted unique elements. If there are fewer
+        unique elements than ``size`` indicates, the return value will be padded with ``fill_value``.
+      fill_value: when ``size`` is specified and there are fewer than the indicated number of
+        elements, fill the remaining entries ``fill_value``. Defaults to the minimum unique value.
+      sorted: unused by JAX.
+
+    Returns:
+      An array or tuple of arrays, depending on the values of ``return_index``, ``return_inverse``,
+      and ``return_counts``. Returned values are
+
+      - ``unique_values``:
+          if ``axis`` is None, a 1D array of length ``n_unique``, If ``axis`` is
+          specified, shape is ``(*ar.shape[:axis], n_unique, *ar.shape[axis + 1:])``.
+      - ``unique_index``:
+          *(returned only if return_index is True)* An array of shape ``(n_unique,)``. Contains
+          the indices of the first occurrence of each unique value in ``ar``. For 1D inputs,
+          ``ar[unique_index]`` is equivalent to ``unique_values``.
+      - ``unique_inverse``:
+          *(returned only if return_inverse is True)* An array of shape ``(ar.size,)`` if ``axis``
+          is None, or of shape ``(ar.shape[axis],)`` if ``axis`` is specified.
+          Contains the indices within ``unique_values`` of each value in ``ar``. For 1D inputs,
+          ``unique_values[unique_inverse]`` is equivalent to ``ar``.
+      - ``unique_counts``:
+          *(returned only if return_counts is True)* An array of shape ``(n_unique,)``.
+          Contains the number of occurrences of each unique value in ``ar``.
+
+    See also:
+      - :func:`jax.numpy.unique_counts`: shortcut to ``unique(arr, return_counts=True)``.
+      - :func:`jax.numpy.unique_inverse`: shortcut to ``unique(arr, return_inverse=True)``.
+      - :func:`jax.numpy.unique_all`: shortcut to ``unique`` with all return values.
+      - :func:`jax.numpy.unique_values`: like ``unique``, but no optional return values.
+
+    Examples:
+      >>> x = jnp.array([3, 4, 1, 3, 1])
+      >>> jnp.unique(x)
+      Array([1, 3, 4], dtype=int32)
+
+      **JIT compilation & the size argument**
+
+      If you try this under :func:`~jax.jit` or another transformation, you will get an
+      error because the output shape is dynamic:
+
+      >>> jax.jit(jnp.unique)(x)  # doctest: +IGNORE_EXCEPTION_DETAIL
+      Traceback (most recent call last):
+         ...
+      jax.errors.ConcretizationTypeError: Abstract tracer value encountered where concrete value is expected: traced array with shape int32[5].
+      The error arose for the first argument of jnp.unique(). To make jnp.unique() compatible with JIT and other transforms, you can specify a concrete value for the size argument, which will determine the output size.
+
+      The issue is that the output of transformed functions must have static shapes.
+      In order to make this work, you can pass a static ``size`` parameter:
+
+      >>> jit_unique = jax.jit(jnp.unique, static_argnames=['size'])
+      >>> jit_unique(x, size=3)
+      Array([1, 3, 4], dtype=int32)
+
+      If your static size is smaller than the true number of unique values, they will be truncated.
+
+      >>> jit_unique(x, size=2)
+      Array([1, 3], dtype=int32)
+
+      If the static size is larger than the true number of unique values, they will be padded with
+      ``fill_value``, which defaults to the minimum unique value:
+
+      >>> jit_unique(x, size=5)
+      Array([1, 3, 4, 1, 1], dtype=int32)
+      >>> jit_unique(x, size=5, fill_value=0)
+      Array([1, 3, 4, 0, 0], dtype=int32)
+
+      **Multi-dimensional unique values**
+
+      If you pass a multi-dimensional array to ``unique``, it will be flattened by default:
+
+      >>> M = jnp.array([[1, 2],
+      ...                [2, 3],
+      ...                [1, 2]])
+      >>> jnp.unique(M)
+      Array([1, 2, 3], dtype=int32)
+
+      If you pass an ``axis`` keyword, you can find unique *slices* of the array along
+      that axis:
+
+      >>> jnp.unique(M, axis=0)
+      Array([[1, 2],
+             [2, 3]], dtype=int32)
+
+      **Returning indices**
+
+      If you set ``return_index=True``, then ``unique`` returns the indices of the
+      first occurrence of each unique value:
+
+      >>> x = jnp.array([3, 4, 1, 3, 1])
+      >>> values, indices = jnp.unique(x, return_index=True)
+      >>> print(values)
+      [1 3 4]
+      >>> print(indices)
+      [2 0 1]
+      >>> jnp.all(values == x[indices])
+      Array(True, dtype=bool)
+
+      In multiple dimensions, the unique values can be extracted with :func:`jax.numpy.take`
+      evaluated along the specified axis:
+
+      >>> values, indices = jnp.unique(M, axis=0, return_index=True)
+      >>> jnp.all(values == jnp.take(M, indices, axis=0))
+      Array(True, dtype=bool)
+
+      **Returning inverse**
+
+      If you set ``return_inverse=True``, then ``unique`` returns the indices within the
+      unique values for every entry in the input array:
+
+      >>> x = jnp.array([3, 4, 1, 3, 1])
+      >>> values, inverse = jnp.unique(x, return_inverse=True)
+      >>> print(values)
+      [1 3 4]
+      >>> print(inverse)
+      [1 2 0 1 0]
+      >>> jnp.all(values[inverse] == x)
+      Array(True, dtype=bool)
+
+      In multiple dimensions, the input can be reconstructed using
+      :func:`jax.numpy.take`:
+
+      >>> values, inverse = jnp.unique(M, axis=0, return_inverse=True)
+      >>> jnp.all(jnp.take(values, inverse, axis=0) == M)
+      Array(True, dtype=bool)
+
+      **Returning counts**
+
+      If you set ``return_counts=True``, then ``unique`` returns the number of occurrences
+      within the input for every unique value:
+
+      >>> x = jnp.array([3, 4, 1, 3, 1])
+      >>> values, counts = jnp.unique(x, return_counts=True)
+      >>> print(values)
+      [1 3 4]
+      >>> print(counts)
+      [2 2 1]
+
+      For multi-dimensional arrays, this also returns a 1D array of counts
+      indicating number of occurrences along the specified axis:
+
+      >>> values, counts = jnp.unique(M, axis=0, return_counts=True)
+      >>> print(values)
+      [[1 2]
+       [2 3]]
+      >>> print(counts)
+      [2 1]
+    """
+def unique_all(x: NamedArray | ArrayLike, /, *, size: int | None = None, fill_value: NamedArray | ArrayLike | None = None) -> Any:
+    """``nx.unique_all`` is positional only: its output size depends on the values, so it cannot map over names. A
+    NamedArray with named axes is an error (unwrap it first).
+
+    The documentation of ``jax.numpy.unique_all`` follows.
+
+    Return unique values from x, along with indices, inverse indices, and counts.
+
+    JAX implementation of :func:`numpy.unique_all`; this is equivalent to calling
+    :func:`jax.numpy.unique` with `return_index`, `return_inverse`, `return_counts`,
+    and `equal_nan` set to True.
+
+    Because the size of the output of ``unique_all`` is data-dependent, the function
+    is not typically compatible with :func:`~jax.jit` and other JAX transformations.
+    The JAX version adds the optional ``size`` argument which must be specified
+    statically for ``jnp.unique`` to be used in such contexts.
+
+    Args:
+      x: N-dimensional array from which unique values will be extracted.
+      size: if specified, return only the first ``size`` sorted unique elements. If there are fewer
+        unique elements than ``size`` indicates, the return value will be padded with ``fill_value``.
+      fill_value: when ``size`` is specified and there are fewer than the indicated number of
+        elements, fill the remaining entries ``fill_value``. Defaults to the minimum unique value.
+
+    Returns:
+      A tuple ``(values, indices, inverse_indices, counts)``, with the following properties:
+
+      - ``values``:
+          an array of shape ``(n_unique,)`` containing the unique values from ``x``.
+      - ``indices``:
+          An array of shape ``(n_unique,)``. Contains the indices of the first occurrence of
+          each unique value in ``x``. For 1D inputs, ``x[indices]`` is equivalent to ``values``.
+      - ``inverse_indices``:
+          An array of shape ``x.shape``. Contains the indices within ``values`` of each value
+          in ``x``. For 1D inputs, ``values[inverse_indices]`` is equivalent to ``x``.
+      - ``counts``:
+          An array of shape ``(n_unique,)``. Contains the number of occurrences of each unique
+          value in ``x``.
+
+    See also:
+      - :func:`jax.numpy.unique`: general function for computing unique values.
+      - :func:`jax.numpy.unique_values`: compute only ``values``.
+      - :func:`jax.numpy.unique_counts`: compute only ``values`` and ``counts``.
+      - :func:`jax.numpy.unique_inverse`: compute only ``values`` and ``inverse``.
+
+    Examples:
+      Here we compute the unique values in a 1D array:
+
+      >>> x = jnp.array([3, 4, 1, 3, 1])
+      >>> result = jnp.unique_all(x)
+
+      The result is a :class:`~typing.NamedTuple` with four named attributes.
+      The ``values`` attribute contains the unique values from the array:
+
+      >>> result.values
+      Array([1, 3, 4], dtype=int32)
+
+      The ``indices`` attribute contains the indices of the unique ``values`` within
+      the input array:
+
+      >>> result.indices
+      Array([2, 0, 1], dtype=int32)
+      >>> jnp.all(result.values == x[result.indices])
+      Array(True, dtype=bool)
+
+      The ``inverse_indices`` attribute contains the indices of the input within ``values``:
+
+      >>> result.inverse_indices
+      Array([1, 2, 0, 1, 0], dtype=int32)
+      >>> jnp.all(x == result.values[result.inverse_indices])
+      Array(True, dtype=bool)
+
+      The ``counts`` attribute contains the counts of each unique value in the input:
+
+      >>> result.counts
+      Array([2, 2, 1], dtype=int32)
+
+      For examples of the ``size`` and ``fill_value`` arguments, see :func:`jax.numpy.unique`.
+    """
+def unique_counts(x: NamedArray | ArrayLike, /, *, size: int | None = None, fill_value: NamedArray | ArrayLike | None = None) -> Any:
+    """``nx.unique_counts`` is positional only: its output size depends on the values, so it cannot map over names. A
+    NamedArray with named axes is an error (unwrap it first).
+
+    The documentation of ``jax.numpy.unique_counts`` follows.
+
+    Return unique values from x, along with counts.
+
+    JAX implementation of :func:`numpy.unique_counts`; this is equivalent to calling
+    :func:`jax.numpy.unique` with `return_counts` and `equal_nan` set to True.
+
+    Because the size of the output of ``unique_counts`` is data-dependent, the function
+    is not typically compatible with :func:`~jax.jit` and other JAX transformations.
+    The JAX version adds the optional ``size`` argument which must be specified
+    statically for ``jnp.unique`` to be used in such contexts.
+
+    Args:
+      x: N-dimensional array from which unique values will be extracted.
+      size: if specified, return only the first ``size`` sorted unique elements. If there are fewer
+        unique elements than ``size`` indicates, the return value will be padded with ``fill_value``.
+      fill_value: when ``size`` is specified and there are fewer than the indicated number of
+        elements, fill the remaining entries ``fill_value``. Defaults to the minimum unique value.
+
+    Returns:
+      A tuple ``(values, counts)``, with the following properties:
+
+      - ``values``:
+          an array of shape ``(n_unique,)`` containing the unique values from ``x``.
+      - ``counts``:
+          An array of shape ``(n_unique,)``. Contains the number of occurrences of each unique
+          value in ``x``.
+
+    See also:
+      - :func:`jax.numpy.unique`: general function for computing unique values.
+      - :func:`jax.numpy.unique_values`: compute only ``values``.
+      - :func:`jax.numpy.unique_inverse`: compute only ``values`` and ``inverse``.
+      - :func:`jax.numpy.unique_all`: compute ``values``, ``indices``, ``inverse_indices``,
+        and ``counts``.
+
+    Examples:
+      Here we compute the unique values in a 1D array:
+
+      >>> x = jnp.array([3, 4, 1, 3, 1])
+      >>> result = jnp.unique_counts(x)
+
+      The result is a :class:`~typing.NamedTuple` with two named attributes.
+      The ``values`` attribute contains the unique values from the array:
+
+      >>> result.values
+      Array([1, 3, 4], dtype=int32)
+
+      The ``counts`` attribute contains the counts of each unique value in the input:
+
+      >>> result.counts
+      Array([2, 2, 1], dtype=int32)
+
+      For examples of the ``size`` and ``fill_value`` arguments, see :func:`jax.numpy.unique`.
+    """
+def unique_inverse(x: NamedArray | ArrayLike, /, *, size: int | None = None, fill_value: NamedArray | ArrayLike | None = None) -> Any:
+    """``nx.unique_inverse`` is positional only: its output size depends on the values, so it cannot map over names. A
+    NamedArray with named axes is an error (unwrap it first).
+
+    The documentation of ``jax.numpy.unique_inverse`` follows.
+
+    Return unique values from x, along with indices, inverse indices, and counts.
+
+    JAX implementation of :func:`numpy.unique_inverse`; this is equivalent to calling
+    :func:`jax.numpy.unique` with `return_inverse` and `equal_nan` set to True.
+
+    Because the size of the output of ``unique_inverse`` is data-dependent, the function
+    is not typically compatible with :func:`~jax.jit` and other JAX transformations.
+    The JAX version adds the optional ``size`` argument which must be specified
+    statically for ``jnp.unique`` to be used in such contexts.
+
+    Args:
+      x: N-dimensional array from which unique values will be extracted.
+      size: if specified, return only the first ``size`` sorted unique elements. If there are fewer
+        unique elements than ``size`` indicates, the return value will be padded with ``fill_value``.
+      fill_value: when ``size`` is specified and there are fewer than the indicated number of
+        elements, fill the remaining entries ``fill_value``. Defaults to the minimum unique value.
+
+    Returns:
+      A tuple ``(values, indices, inverse_indices, counts)``, with the following properties:
+
+      - ``values``:
+          an array of shape ``(n_unique,)`` containing the unique values from ``x``.
+      - ``inverse_indices``:
+          An array of shape ``x.shape``. Contains the indices within ``values`` of each value
+          in ``x``. For 1D inputs, ``values[inverse_indices]`` is equivalent to ``x``.
+
+    See also:
+      - :func:`jax.numpy.unique`: general function for computing unique values.
+      - :func:`jax.numpy.unique_values`: compute only ``values``.
+      - :func:`jax.numpy.unique_counts`: compute only ``values`` and ``counts``.
+      - :func:`jax.numpy.unique_all`: compute ``values``, ``indices``, ``inverse_indices``,
+        and ``counts``.
+
+    Examples:
+      Here we compute the unique values in a 1D array:
+
+      >>> x = jnp.array([3, 4, 1, 3, 1])
+      >>> result = jnp.unique_inverse(x)
+
+      The result is a :class:`~typing.NamedTuple` with two named attributes.
+      The ``values`` attribute contains the unique values from the array:
+
+      >>> result.values
+      Array([1, 3, 4], dtype=int32)
+
+      The ``indices`` attribute contains the indices of the unique ``values`` within
+      the input array:
+
+      The ``inverse_indices`` attribute contains the indices of the input within ``values``:
+
+      >>> result.inverse_indices
+      Array([1, 2, 0, 1, 0], dtype=int32)
+      >>> jnp.all(x == result.values[result.inverse_indices])
+      Array(True, dtype=bool)
+
+      For examples of the ``size`` and ``fill_value`` arguments, see :func:`jax.numpy.unique`.
+    """
 @overload
 def unique_values(x: NamedArray, /, *, size: int | None = None, fill_value: NamedArray | ArrayLike | None = None) -> NamedArray: ...
 @overload
 def unique_values(x: NamedArray | ArrayLike, /, *, size: int | None = None, fill_value: NamedArray) -> NamedArray: ...
 @overload
-def unique_values(x: ArrayLike, /, *, size: int | None = None, fill_value: ArrayLike | None = ...) -> Array: ...
+def unique_values(x: ArrayLike, /, *, size: int | None = None, fill_value: ArrayLike | None = ...) -> Array:
+    """``nx.unique_values`` is positional only: its output size depends on the values, so it cannot map over names. A
+    NamedArray with named axes is an error (unwrap it first).
+
+    The documentation of ``jax.numpy.unique_values`` follows.
+
+    Return unique values from x, along with indices, inverse indices, and counts.
+
+    JAX implementation of :func:`numpy.unique_values`; this is equivalent to calling
+    :func:`jax.numpy.unique` with `equal_nan` set to True.
+
+    Because the size of the output of ``unique_values`` is data-dependent, the function
+    is not typically compatible with :func:`~jax.jit` and other JAX transformations.
+    The JAX version adds the optional ``size`` argument which must be specified statically
+    for ``jnp.unique`` to be used in such contexts.
+
+    Args:
+      x: N-dimensional array from which unique values will be extracted.
+      size: if specified, return only the first ``size`` sorted unique elements. If there are fewer
+        unique elements than ``size`` indicates, the return value will be padded with ``fill_value``.
+      fill_value: when ``size`` is specified and there are fewer than the indicated number of
+        elements, fill the remaining entries ``fill_value``. Defaults to the minimum unique value.
+
+    Returns:
+      An array ``values`` of shape ``(n_unique,)`` containing the unique values from ``x``.
+
+    See also:
+      - :func:`jax.numpy.unique`: general function for computing unique values.
+      - :func:`jax.numpy.unique_values`: compute only ``values``.
+      - :func:`jax.numpy.unique_counts`: compute only ``values`` and ``counts``.
+      - :func:`jax.numpy.unique_inverse`: compute only ``values`` and ``inverse``.
+
+    Examples:
+      Here we compute the unique values in a 1D array:
+
+      >>> x = jnp.array([3, 4, 1, 3, 1])
+      >>> jnp.unique_values(x)
+      Array([1, 3, 4], dtype=int32)
+
+      For examples of the ``size`` and ``fill_value`` arguments, see :func:`jax.numpy.unique`.
+    """
 @overload
 def unpackbits(a: NamedArray, axis: int | None = None, count: int | None = None, bitorder: str = 'big') -> NamedArray: ...
 @overload
-def unpackbits(a: ArrayLike, axis: int | None = None, count: int | None = None, bitorder: str = 'big') -> Array: ...
+def unpackbits(a: ArrayLike, axis: int | None = None, count: int | None = None, bitorder: str = 'big') -> Array:
+    """``nx.unpackbits`` is lifted: it runs as if vmapped over every named axis of its NamedArray arguments, and
+    the result carries their names. Integer axis arguments count positional axes only, and a value
+    whose names leave it too few positional axes is an error.
+
+    The documentation of ``jax.numpy.unpackbits`` follows.
+
+    Unpack the bits in a uint8 array.
+
+    JAX implementation of :func:`numpy.unpackbits`.
+
+    Args:
+      a: N-dimensional array of type ``uint8``.
+      axis: optional axis along which to unpack. If not specified, ``a`` will
+        be flattened
+      count: specify the number of bits to unpack (if positive) or the number
+        of bits to trim from the end (if negative).
+      bitorder: ``"big"`` (default) or ``"little"``: specify whether the bit order
+        is big-endian or little-endian.
+
+    Returns:
+      a uint8 array of unpacked bits.
+
+    See also:
+      - :func:`jax.numpy.packbits`: this inverse of ``unpackbits``.
+
+    Examples:
+      Unpacking bits from a scalar:
+
+      >>> jnp.unpackbits(jnp.uint8(27))  # big-endian by default
+      Array([0, 0, 0, 1, 1, 0, 1, 1], dtype=uint8)
+      >>> jnp.unpackbits(jnp.uint8(27), bitorder="little")
+      Array([1, 1, 0, 1, 1, 0, 0, 0], dtype=uint8)
+
+      Compare this to the Python binary representation:
+
+      >>> 0b00011011
+      27
+
+      Unpacking bits along an axis:
+
+      >>> vals = jnp.array([[154],
+      ...                   [ 49]], dtype='uint8')
+      >>> bits = jnp.unpackbits(vals, axis=1)
+      >>> bits
+      Array([[1, 0, 0, 1, 1, 0, 1, 0],
+             [0, 0, 1, 1, 0, 0, 0, 1]], dtype=uint8)
+
+      Using :func:`~jax.numpy.packbits` to invert this:
+
+      >>> jnp.packbits(bits, axis=1)
+      Array([[154],
+             [ 49]], dtype=uint8)
+
+      The ``count`` keyword lets ``unpackbits`` serve as an inverse of ``packbits``
+      in cases where not all bits are present:
+
+      >>> bits = jnp.array([1, 1, 0, 1, 1, 0, 1, 1, 0, 1, 1])  # 11 bits
+      >>> vals = jnp.packbits(bits)
+      >>> vals
+      Array([219,  96], dtype=uint8)
+      >>> jnp.unpackbits(vals)  # 16 zero-padded bits
+      Array([1, 1, 0, 1, 1, 0, 1, 1, 0, 1, 1, 0, 0, 0, 0, 0], dtype=uint8)
+      >>> jnp.unpackbits(vals, count=11)  # specify 11 output bits
+      Array([1, 1, 0, 1, 1, 0, 1, 1, 0, 1, 1], dtype=uint8)
+      >>> jnp.unpackbits(vals, count=-5)  # specify 5 bits to be trimmed
+      Array([1, 1, 0, 1, 1, 0, 1, 1, 0, 1, 1], dtype=uint8)
+    """
 @overload
 def unravel_index(indices: NamedArray, shape: Any) -> tuple[NamedArray, ...]: ...
 @overload
-def unravel_index(indices: ArrayLike, shape: Any) -> tuple[Array, ...]: ...
+def unravel_index(indices: ArrayLike, shape: Any) -> tuple[Array, ...]:
+    """``nx.unravel_index`` is lifted: it runs as if vmapped over every named axis of its NamedArray arguments, and
+    the result carries their names. Integer axis arguments count positional axes only, and a value
+    whose names leave it too few positional axes is an error.
+
+    The documentation of ``jax.numpy.unravel_index`` follows.
+
+    Convert flat indices into multi-dimensional indices.
+
+    JAX implementation of :func:`numpy.unravel_index`. The JAX version differs in
+    its treatment of out-of-bound indices: unlike NumPy, negative indices are
+    supported, and out-of-bound indices are clipped to the nearest valid value.
+
+    Args:
+      indices: integer array of flat indices
+      shape: shape of multidimensional array to index into
+
+    Returns:
+      Tuple of unraveled indices
+
+    See also:
+      :func:`jax.numpy.ravel_multi_index`: Inverse of this function.
+
+    Examples:
+      Start with a 1D array values and indices:
+
+      >>> x = jnp.array([2., 3., 4., 5., 6., 7.])
+      >>> indices = jnp.array([1, 3, 5])
+      >>> print(x[indices])
+      [3. 5. 7.]
+
+      Now if ``x`` is reshaped, ``unravel_indices`` can be used to convert
+      the flat indices into a tuple of indices that access the same entries:
+
+      >>> shape = (2, 3)
+      >>> x_2D = x.reshape(shape)
+      >>> indices_2D = jnp.unravel_index(indices, shape)
+      >>> indices_2D
+      (Array([0, 1, 1], dtype=int32), Array([1, 0, 2], dtype=int32))
+      >>> print(x_2D[indices_2D])
+      [3. 5. 7.]
+
+      The inverse function, ``ravel_multi_index``, can be used to obtain the
+      original indices:
+
+      >>> jnp.ravel_multi_index(indices_2D, shape)
+      Array([1, 3, 5], dtype=int32)
+    """
 @overload
 def unstack(x: NamedArray, /, *, axis: int | str = 0) -> tuple[NamedArray, ...]: ...
 @overload
-def unstack(x: ArrayLike, /, *, axis: int | str = 0) -> tuple[Array, ...]: ...
-def untag(x: NamedArray, *names: str | Mapping[int, str]) -> NamedArray: ...
-def unwrap(x: Any, axes: Any = None, *, where: str = 'nx.unwrap', sizes: Mapping[str, int] | None = None) -> jax.Array: ...
-def value_and_grad(fun: Callable, argnums: int | tuple[int, ...] = 0, has_aux: builtins.bool = False, **kwargs: Any) -> Callable: ...
+def unstack(x: ArrayLike, /, *, axis: int | str = 0) -> tuple[Array, ...]:
+    """``nx.unstack`` acts along the axis given in ``axis``, by position or by name, and keeps it; every other name
+    is a batch axis. Options may be arrays, traced under ``jit`` (``roll``'s shift, ``repeat``'s
+    counts), as in ``jax.numpy``; one with named axes is an error that shows the ``nx.along``
+    spelling.
+
+    The documentation of ``jax.numpy.unstack`` follows.
+
+    Unstack an array along an axis.
+
+    JAX implementation of :func:`array_api.unstack`.
+
+    Args:
+      x: array to unstack. Must have ``x.ndim >= 1``.
+      axis: integer axis along which to unstack. Must satisfy
+        ``-x.ndim <= axis < x.ndim``.
+
+    Returns:
+      tuple of unstacked arrays.
+
+    See also:
+      - :func:`jax.numpy.stack`: inverse of ``unstack``
+      - :func:`jax.numpy.split`: split array into batches along an axis.
+
+    Examples:
+      >>> arr = jnp.array([[1, 2, 3],
+      ...                  [4, 5, 6]])
+      >>> arrs = jnp.unstack(arr)
+      >>> print(*arrs)
+      [1 2 3] [4 5 6]
+
+      :func:`~jax.numpy.stack` provides the inverse of this:
+
+      >>> jnp.stack(arrs)
+      Array([[1, 2, 3],
+             [4, 5, 6]], dtype=int32)
+    """
+def untag(x: NamedArray, *names: str | Mapping[int, str]) -> NamedArray:
+    """Make named axes positional: ``x.untag("a", "b")`` appends them, in that order, after the positional
+    axes; ``x.untag({0: "a"})`` puts each at the position given (a position of the result). The other names
+    stay named. The inverse of :func:`tag`.
+
+    >>> import namedarray as nx, jax.numpy as jnp
+    >>> x = nx.zeros((3,), named_shape={"a": 2, "b": 4})
+    >>> x.untag("b").shape, x.untag({0: "b"}).shape, x.untag({0: "b"}).named_shape
+    ((3, 4), (4, 3), {'a': 2})
+    """
+def unwrap(x: Any, axes: Any = None, *, where: str = 'nx.unwrap', sizes: Mapping[str, int] | None = None) -> jax.Array:
+    """The positional array of ``x``, with its named axes placed at the positions ``axes`` gives.
+
+    Positions are positions in the result (xmap's ``out_axes`` semantics). Every name of ``x`` must be
+    placed. A name in ``axes`` that ``x`` lacks is broadcast when its size is known (bound by an enclosing
+    ``nx.xmap``, or given in ``sizes``), else an error.
+
+    >>> import namedarray as nx, jax.numpy as jnp
+    >>> x = nx.wrap(jnp.arange(6).reshape(2, 3), ["a", "b"])
+    >>> nx.unwrap(x, ["b", "a"]).shape
+    (3, 2)
+    """
+def value_and_grad(fun: Callable, argnums: int | tuple[int, ...] = 0, has_aux: builtins.bool = False, **kwargs: Any) -> Callable:
+    """``jax.value_and_grad`` that also accepts a 0-d NamedArray without names as ``fun``'s scalar output
+    (the value comes back as a jax scalar).
+
+    >>> import namedarray as nx
+    >>> value, g = nx.value_and_grad(lambda x: (x * x).sum("i"))(nx.ones({"i": 2}))
+    >>> float(value), g.named_shape
+    (2.0, {'i': 2})
+    """
 @overload
 def vander(x: NamedArray, N: int | None = None, increasing: builtins.bool = False) -> NamedArray: ...
 @overload
-def vander(x: ArrayLike, N: int | None = None, increasing: builtins.bool = False) -> Array: ...
+def vander(x: ArrayLike, N: int | None = None, increasing: builtins.bool = False) -> Array:
+    """``nx.vander`` is lifted: it runs as if vmapped over every named axis of its NamedArray arguments, and
+    the result carries their names. Integer axis arguments count positional axes only, and a value
+    whose names leave it too few positional axes is an error.
+
+    The documentation of ``jax.numpy.vander`` follows.
+
+    Generate a Vandermonde matrix.
+
+    JAX implementation of :func:`numpy.vander`.
+
+    Args:
+      x: input array. Must have ``x.ndim == 1``.
+      N: int, optional, default=None. Specifies the number of the columns the
+        output matrix. If not specified, ``N = len(x)``.
+      increasing: bool, optional, default=False. Specifies the order of the powers
+        of the columns. If ``True``, the powers increase from left to right,
+        :math:`[x^0, x^1, ..., x^{(N-1)}]`. By default, the powers decrease from left to
+        right :math:`[x^{(N-1)}, ..., x^1, x^0]`.
+
+    Returns:
+      An array of shape ``[len(x), N]`` containing the generated Vandermonde matrix.
+
+    Examples:
+      >>> x = jnp.array([1, 2, 3, 4])
+      >>> jnp.vander(x)
+      Array([[ 1,  1,  1,  1],
+             [ 8,  4,  2,  1],
+             [27,  9,  3,  1],
+             [64, 16,  4,  1]], dtype=int32)
+
+      If ``N = 2``, generates a Vandermonde matrix with ``2`` columns.
+
+      >>> jnp.vander(x, N=2)
+      Array([[1, 1],
+             [2, 1],
+             [3, 1],
+             [4, 1]], dtype=int32)
+
+      Generates the Vandermonde matrix in increasing order of powers, when
+      ``increasing=True``.
+
+      >>> jnp.vander(x, increasing=True)
+      Array([[ 1,  1,  1,  1],
+             [ 1,  2,  4,  8],
+             [ 1,  3,  9, 27],
+             [ 1,  4, 16, 64]], dtype=int32)
+    """
 @overload
 def var(a: NamedArray, axis: int | str | Sequence[int | str] | None = None, dtype: DTypeLike | None = None, out: None = None, ddof: int = 0, keepdims: builtins.bool = False, *, where: NamedArray | ArrayLike | None = None, mean: NamedArray | ArrayLike | None = None, correction: int | float | None = None) -> NamedArray: ...
 @overload
@@ -1740,48 +15644,533 @@ def var(a: NamedArray | ArrayLike, axis: int | str | Sequence[int | str] | None 
 @overload
 def var(a: NamedArray | ArrayLike, axis: int | str | Sequence[int | str] | None = None, dtype: DTypeLike | None = None, out: None = None, ddof: int = 0, keepdims: builtins.bool = False, *, where: NamedArray | ArrayLike | None = None, mean: NamedArray, correction: int | float | None = None) -> NamedArray: ...
 @overload
-def var(a: ArrayLike, axis: int | str | Sequence[int | str] | None = None, dtype: DTypeLike | None = None, out: None = None, ddof: int = 0, keepdims: builtins.bool = False, *, where: ArrayLike | None = ..., mean: ArrayLike | None = ..., correction: int | float | None = None) -> Array: ...
+def var(a: ArrayLike, axis: int | str | Sequence[int | str] | None = None, dtype: DTypeLike | None = None, out: None = None, ddof: int = 0, keepdims: builtins.bool = False, *, where: ArrayLike | None = ..., mean: ArrayLike | None = ..., correction: int | float | None = None) -> Array:
+    """``nx.var`` reduces the axes given in ``axis``: positions (ints) and names (strings), mixed freely
+    (``axis=("batch", 0)``); the names not given are kept. ``axis=None`` reduces the positional axes
+    only, as in xmap, and is an error on a value whose axes are all named (except inside ``nx.xmap``).
+    ``keepdims=True`` keeps reduced positional axes (size 1); reduced names are dropped even then,
+    since names broadcast by name (``x - x.mean("batch")`` already lines up).
+
+    The documentation of ``jax.numpy.var`` follows.
+
+    Compute the variance along a given axis.
+
+    JAX implementation of :func:`numpy.var`.
+
+    Args:
+      a: input array.
+      axis: optional, int or sequence of ints, default=None. Axis along which the
+        variance is computed. If None, variance is computed along all the axes.
+      dtype: The type of the output array. Default=None.
+      ddof: int, default=0. Degrees of freedom. The divisor in the variance computation
+        is ``N-ddof``, ``N`` is number of elements along given axis.
+      keepdims: bool, default=False. If true, reduced axes are left in the result
+        with size 1.
+      where: optional, boolean array, default=None. The elements to be used in the
+        variance. Array should be broadcast compatible to the input.
+      mean: optional, mean of the input array, computed along the given axis.
+        If provided, it will be used to compute the variance instead of
+        computing it from the input array. If specified, mean must be broadcast-compatible
+        with the input array. In the general case, this can be achieved by computing the mean with
+        ``keepdims=True`` and ``axis`` matching this function's ``axis`` argument.
+      correction: int or float, default=None. Alternative name for ``ddof``.
+        Both ddof and correction can't be provided simultaneously.
+      out: Unused by JAX.
+
+    Returns:
+      An array of the variance along the given axis.
+
+    See also:
+      - :func:`jax.numpy.mean`: Compute the mean of array elements over a given axis.
+      - :func:`jax.numpy.std`: Compute the standard deviation of array elements over
+        given axis.
+      - :func:`jax.numpy.nanvar`: Compute the variance along a given axis, ignoring
+        NaNs values.
+      - :func:`jax.numpy.nanstd`: Computed the standard deviation of a given axis,
+        ignoring NaN values.
+
+    Examples:
+      By default, ``jnp.var`` computes the variance along all axes.
+
+      >>> x = jnp.array([[1, 3, 4, 2],
+      ...                [5, 2, 6, 3],
+      ...                [8, 4, 2, 9]])
+      >>> with jnp.printoptions(precision=2, suppress=True):
+      ...   jnp.var(x)
+      Array(5.74, dtype=float32)
+
+      If ``axis=1``, variance is computed along axis 1.
+
+      >>> jnp.var(x, axis=1)
+      Array([1.25  , 2.5   , 8.1875], dtype=float32)
+
+      To preserve the dimensions of input, you can set ``keepdims=True``.
+
+      >>> jnp.var(x, axis=1, keepdims=True)
+      Array([[1.25  ],
+             [2.5   ],
+             [8.1875]], dtype=float32)
+
+      If ``ddof=1``:
+
+      >>> with jnp.printoptions(precision=2, suppress=True):
+      ...   print(jnp.var(x, axis=1, keepdims=True, ddof=1))
+      [[ 1.67]
+       [ 3.33]
+       [10.92]]
+
+      To include specific elements of the array to compute variance, you can use
+      ``where``.
+
+      >>> where = jnp.array([[1, 0, 1, 0],
+      ...                    [0, 1, 1, 0],
+      ...                    [1, 1, 1, 0]], dtype=bool)
+      >>> with jnp.printoptions(precision=2, suppress=True):
+      ...   print(jnp.var(x, axis=1, keepdims=True, where=where))
+      [[2.25]
+       [4.  ]
+       [6.22]]
+    """
 @overload
 def vdot(a: NamedArray, b: NamedArray | ArrayLike, *, precision: Any = None, preferred_element_type: Any = None) -> NamedArray: ...
 @overload
 def vdot(a: NamedArray | ArrayLike, b: NamedArray, *, precision: Any = None, preferred_element_type: Any = None) -> NamedArray: ...
 @overload
-def vdot(a: ArrayLike, b: ArrayLike, *, precision: Any = None, preferred_element_type: Any = None) -> Array: ...
+def vdot(a: ArrayLike, b: ArrayLike, *, precision: Any = None, preferred_element_type: Any = None) -> Array:
+    """``jnp.vdot`` (conjugate ``a``, flatten the positional axes, dot), vectorised over names.
+
+    >>> import namedarray as nx, jax.numpy as jnp
+    >>> x = nx.wrap(jnp.ones((2, 5)), {0: "left"})
+    >>> nx.vdot(x, jnp.ones(5)).named_shape
+    {'left': 2}
+    """
 @overload
 def vecdot(x1: NamedArray, x2: NamedArray | ArrayLike, /, *, axis: int = -1, precision: Any = None, preferred_element_type: DTypeLike | None = None) -> NamedArray: ...
 @overload
 def vecdot(x1: NamedArray | ArrayLike, x2: NamedArray, /, *, axis: int = -1, precision: Any = None, preferred_element_type: DTypeLike | None = None) -> NamedArray: ...
 @overload
-def vecdot(x1: ArrayLike, x2: ArrayLike, /, *, axis: int = -1, precision: Any = None, preferred_element_type: DTypeLike | None = None) -> Array: ...
+def vecdot(x1: ArrayLike, x2: ArrayLike, /, *, axis: int = -1, precision: Any = None, preferred_element_type: DTypeLike | None = None) -> Array:
+    """``nx.vecdot`` is lifted: it runs as if vmapped over every named axis of its NamedArray arguments, and
+    the result carries their names. Integer axis arguments count positional axes only, and a value
+    whose names leave it too few positional axes is an error.
+
+    The documentation of ``jax.numpy.vecdot`` follows.
+
+    Perform a conjugate multiplication of two batched vectors.
+
+    JAX implementation of :func:`numpy.vecdot`.
+
+    Args:
+      a: left-hand side array.
+      b: right-hand side array. Size of ``b[axis]`` must match size of ``a[axis]``,
+        and remaining dimensions must be broadcast-compatible.
+      axis: axis along which to compute the dot product (default: -1)
+      precision: either ``None`` (default), which means the default precision for
+        the backend, a :class:`~jax.lax.Precision` enum value (``Precision.DEFAULT``,
+        ``Precision.HIGH`` or ``Precision.HIGHEST``) or a tuple of two
+        such values indicating precision of ``a`` and ``b``.
+      preferred_element_type: either ``None`` (default), which means the default
+        accumulation type for the input types, or a datatype, indicating to
+        accumulate results to and return a result with that datatype.
+
+    Returns:
+      array containing the conjugate dot product of ``a`` and ``b`` along ``axis``.
+      The non-contracted dimensions are broadcast together.
+
+    See Also:
+      - :func:`jax.numpy.vdot`: flattened vector product.
+      - :func:`jax.numpy.vecmat`: vector-matrix product.
+      - :func:`jax.numpy.matmul`: general matrix multiplication.
+      - :func:`jax.lax.dot_general`: general N-dimensional batched dot product.
+
+    Examples:
+      Vector conjugate-dot product of two 1D arrays:
+
+      >>> a = jnp.array([1j, 2j, 3j])
+      >>> b = jnp.array([4., 5., 6.])
+      >>> jnp.linalg.vecdot(a, b)
+      Array(0.-32.j, dtype=complex64)
+
+      Batched vector dot product of two 2D arrays:
+
+      >>> a = jnp.array([[1, 2, 3],
+      ...                [4, 5, 6]])
+      >>> b = jnp.array([[2, 3, 4]])
+      >>> jnp.linalg.vecdot(a, b, axis=-1)
+      Array([20, 47], dtype=int32)
+    """
 @overload
 def vecmat(x1: NamedArray, x2: NamedArray | ArrayLike, /) -> NamedArray: ...
 @overload
 def vecmat(x1: NamedArray | ArrayLike, x2: NamedArray, /) -> NamedArray: ...
 @overload
-def vecmat(x1: ArrayLike, x2: ArrayLike, /) -> Array: ...
-def vectorize(pyfunc, *, excluded=..., signature=None): ...
-def visualize_pipeline(stages: int, microbatches: int, repeats: int = 1) -> PipelinePicture: ...
-def visualize_sharding(x: NamedArray) -> ShardingPicture | None: ...
+def vecmat(x1: ArrayLike, x2: ArrayLike, /) -> Array:
+    """``nx.vecmat`` is lifted: it runs as if vmapped over every named axis of its NamedArray arguments, and
+    the result carries their names. Integer axis arguments count positional axes only, and a value
+    whose names leave it too few positional axes is an error.
+
+    The documentation of ``jax.numpy.vecmat`` follows.
+
+    Batched conjugate vector-matrix product.
+
+    JAX implementation of :func:`numpy.vecmat`.
+
+    Args:
+      x1: array of shape ``(..., M)``.
+      x2: array of shape ``(..., M, N)``. Leading dimensions must be broadcast-compatible
+        with leading dimensions of ``x1``.
+
+    Returns:
+      An array of shape ``(..., N)`` containing the batched conjugate vector-matrix product.
+
+    See also:
+      - :func:`jax.numpy.linalg.vecdot`: batched vector product.
+      - :func:`jax.numpy.matvec`: matrix-vector product.
+      - :func:`jax.numpy.matmul`: general matrix multiplication.
+
+    Examples:
+      Simple vector-matrix product:
+
+      >>> x1 = jnp.array([[1, 2, 3]])
+      >>> x2 = jnp.array([[4, 5],
+      ...                 [6, 7],
+      ...                 [8, 9]])
+      >>> jnp.vecmat(x1, x2)
+      Array([[40, 46]], dtype=int32)
+
+      Batched vector-matrix product:
+
+      >>> x1 = jnp.array([[1, 2, 3],
+      ...                 [4, 5, 6]])
+      >>> jnp.vecmat(x1, x2)
+      Array([[ 40,  46],
+             [ 94, 109]], dtype=int32)
+    """
+def vectorize(pyfunc, *, excluded=..., signature=None):
+    """``nx.vectorize`` is lifted: it runs as if vmapped over every named axis of its NamedArray arguments, and
+    the result carries their names. Integer axis arguments count positional axes only, and a value
+    whose names leave it too few positional axes is an error.
+
+    The documentation of ``jax.numpy.vectorize`` follows.
+
+    Define a vectorized function with broadcasting.
+
+    :func:`vectorize` is a convenience wrapper for defining vectorized
+    functions with broadcasting, in the style of NumPy's
+    `generalized universal functions <https://numpy.org/doc/stable/reference/c-api/generalized-ufuncs.html>`_.
+    It allows for defining functions that are automatically repeated across
+    any leading dimensions, without the implementation of the function needing to
+    be concerned about how to handle higher dimensional inputs.
+
+    :func:`jax.numpy.vectorize` has the same interface as
+    :class:`numpy.vectorize`, but it is syntactic sugar for an auto-batching
+    transformation (:func:`vmap`) rather than a Python loop. This should be
+    considerably more efficient, but the implementation must be written in terms
+    of functions that act on JAX arrays.
+
+    Args:
+      pyfunc: function to vectorize.
+      excluded: optional set of integers representing positional arguments for
+        which the function will not be vectorized. These will be passed directly
+        to ``pyfunc`` unmodified.
+      signature: optional generalized universal function signature, e.g.,
+        ``(m,n),(n)->(m)`` for vectorized matrix-vector multiplication. If
+        provided, ``pyfunc`` will be called with (and expected to return) arrays
+        with shapes given by the size of corresponding core dimensions. By
+        default, pyfunc is assumed to take scalar arrays as input, and if
+        ``signature`` is ``None``, ``pyfunc`` can produce outputs of any shape.
+
+    Returns:
+      Vectorized version of the given function.
+
+    Examples:
+      Here are a few examples of how one could write vectorized linear algebra
+      routines using :func:`vectorize`:
+
+      >>> from functools import partial
+
+      >>> @partial(jnp.vectorize, signature='(k),(k)->(k)')
+      ... def cross_product(a, b):
+      ...   assert a.shape == b.shape and a.ndim == b.ndim == 1
+      ...   return jnp.array([a[1] * b[2] - a[2] * b[1],
+      ...                     a[2] * b[0] - a[0] * b[2],
+      ...                     a[0] * b[1] - a[1] * b[0]])
+
+      >>> @partial(jnp.vectorize, signature='(n,m),(m)->(n)')
+      ... def matrix_vector_product(matrix, vector):
+      ...   assert matrix.ndim == 2 and matrix.shape[1:] == vector.shape
+      ...   return matrix @ vector
+
+      These functions are only written to handle 1D or 2D arrays (the ``assert``
+      statements will never be violated), but with vectorize they support
+      arbitrary dimensional inputs with NumPy style broadcasting, e.g.,
+
+      >>> cross_product(jnp.ones(3), jnp.ones(3)).shape
+      (3,)
+      >>> cross_product(jnp.ones((2, 3)), jnp.ones(3)).shape
+      (2, 3)
+      >>> cross_product(jnp.ones((1, 2, 3)), jnp.ones((2, 1, 3))).shape
+      (2, 2, 3)
+      >>> matrix_vector_product(jnp.ones(3), jnp.ones(3))  # doctest: +IGNORE_EXCEPTION_DETAIL
+      Traceback (most recent call last):
+      ValueError: input with shape (3,) does not have enough dimensions for all
+      core dimensions ('n', 'k') on vectorized function with excluded=frozenset()
+      and signature='(n,k),(k)->(k)'
+      >>> matrix_vector_product(jnp.ones((2, 3)), jnp.ones(3)).shape
+      (2,)
+      >>> matrix_vector_product(jnp.ones((2, 3)), jnp.ones((4, 3))).shape
+      (4, 2)
+
+      Note that this has different semantics than `jnp.matmul`:
+
+      >>> jnp.matmul(jnp.ones((2, 3)), jnp.ones((4, 3)))  # doctest: +IGNORE_EXCEPTION_DETAIL
+      Traceback (most recent call last):
+      TypeError: dot_general requires contracting dimensions to have the same shape, got [3] and [4].
+    """
+def visualize_pipeline(stages: int, microbatches: int, repeats: int = 1) -> PipelinePicture:
+    """Which microbatch each stage works on at each step of ``nx.pipeline``'s schedule (GPipe; circular with
+    ``repeats=R``, each cell's letter saying which pass round the ring), and the fraction of steps a stage
+    idles in.
+
+    >>> import namedarray as nx
+    >>> print(nx.visualize_pipeline(3, 4))
+    step    | 0 1 2 3 4 5
+    ---------------------
+    stage 0 | 0 1 2 3 . .
+    stage 1 | . 0 1 2 3 .
+    stage 2 | . . 0 1 2 3
+    3 stages, 4 microbatches, 6 steps: 2 idle (.) per stage, 33.3%
+    >>> print(nx.visualize_pipeline(2, 2, repeats=2))
+    step    |  0  1  2  3  4
+    ------------------------
+    stage 0 | 0a 1a 0b 1b  .
+    stage 1 |  . 0a 1a 0b 1b
+    2 stages, 2 microbatches, 2 passes round the ring (a, b), 5 steps: 1 idle (.) per stage, 20.0%
+    """
+def visualize_sharding(x: NamedArray) -> ShardingPicture | None:
+    """Which device holds which block of ``x``, labelled by axis names and index ranges.
+
+    Returns a :class:`ShardingPicture` (``print`` it; notebooks display it as a table). Inside ``jit`` the
+    layout is only known once compiled: there it prints the picture when the function is compiled
+    (``jax.debug.inspect_array_sharding``) and returns None.
+
+    >>> import jax, jax.numpy as jnp, namedarray as nx
+    >>> mesh = jax.make_mesh((1,), ("data",), axis_types=(jax.sharding.AxisType.Auto,))
+    >>> x = nx.wrap(jnp.zeros((4, 3)), ["batch", "embed"]).shard({"batch": "data"}, mesh=mesh)
+    >>> nx.visualize_sharding(x).holders
+    {(): ['0']}
+    """
 @overload
 def vsplit(ary: NamedArray, indices_or_sections: int | Sequence[int] | NamedArray | ArrayLike) -> list[NamedArray]: ...
 @overload
 def vsplit(ary: NamedArray | ArrayLike, indices_or_sections: NamedArray) -> list[NamedArray]: ...
 @overload
-def vsplit(ary: ArrayLike, indices_or_sections: int | Sequence[int] | ArrayLike) -> list[Array]: ...
+def vsplit(ary: ArrayLike, indices_or_sections: int | Sequence[int] | ArrayLike) -> list[Array]:
+    """``nx.vsplit`` is lifted: it runs as if vmapped over every named axis of its NamedArray arguments, and
+    the result carries their names. Integer axis arguments count positional axes only, and a value
+    whose names leave it too few positional axes is an error.
+
+    The documentation of ``jax.numpy.vsplit`` follows.
+
+    Split an array into sub-arrays vertically.
+
+    JAX implementation of :func:`numpy.vsplit`.
+
+    Refer to the documentation of :func:`jax.numpy.split` for details; ``vsplit`` is
+    equivalent to ``split`` with ``axis=0``.
+
+    Examples:
+      1D array:
+
+      >>> x = jnp.array([1, 2, 3, 4, 5, 6])
+      >>> x1, x2 = jnp.vsplit(x, 2)
+      >>> print(x1, x2)
+      [1 2 3] [4 5 6]
+
+      2D array:
+
+      >>> x = jnp.array([[1, 2, 3, 4],
+      ...                [5, 6, 7, 8]])
+      >>> x1, x2 = jnp.vsplit(x, 2)
+      >>> print(x1, x2)
+      [[1 2 3 4]] [[5 6 7 8]]
+
+    See also:
+      - :func:`jax.numpy.split`: split an array along any axis.
+      - :func:`jax.numpy.hsplit`: split horizontally, i.e. along axis=1
+      - :func:`jax.numpy.dsplit`: split depth-wise, i.e. along axis=2
+      - :func:`jax.numpy.array_split`: like ``split``, but allows ``indices_or_sections``
+        to be an integer that does not evenly divide the size of the array.
+    """
 @overload
 def vstack(tup: NamedArray, dtype: DTypeLike | None = None) -> NamedArray: ...
 @overload
-def vstack(tup: numpy.ndarray | Array | Sequence[ArrayLike], dtype: DTypeLike | None = None) -> Array: ...
-def where(condition: Any, x: Any = None, y: Any = None, /, *, size: int | None = None, fill_value: Any = None, axis_name: str | None = None, order: Sequence[str] | None = None) -> Any: ...
-def wrap(array: Any, axes: Any = None, *, where: str = 'nx.wrap') -> NamedArray: ...
-def xmap(fun: Callable, in_axes: Any, out_axes: Any, *, axis_sizes: Mapping[str, int] | None = None, axis_resources: Mapping[str, Any] | None = None, donate_argnums: int | Sequence[int] = (), backend: str | None = None) -> XMapped: ...
+def vstack(tup: numpy.ndarray | Array | Sequence[ArrayLike], dtype: DTypeLike | None = None) -> Array:
+    """``nx.vstack`` is lifted: it runs as if vmapped over every named axis of its NamedArray arguments, and
+    the result carries their names. Integer axis arguments count positional axes only, and a value
+    whose names leave it too few positional axes is an error.
+
+    The documentation of ``jax.numpy.vstack`` follows.
+
+    Vertically stack arrays.
+
+    JAX implementation of :func:`numpy.vstack`.
+
+    For arrays of two or more dimensions, this is equivalent to
+    :func:`jax.numpy.concatenate` with ``axis=0``.
+
+    Args:
+      tup: a sequence of arrays to stack; each must have the same shape along all
+        but the first axis. If a single array is given it will be treated
+        equivalently to `tup = unstack(tup)`, but the implementation will avoid
+        explicit unstacking.
+      dtype: optional dtype of the resulting array. If not specified, the dtype
+        will be determined via type promotion rules described in :ref:`type-promotion`.
+
+    Returns:
+      the stacked result.
+
+    See also:
+      - :func:`jax.numpy.stack`: stack along arbitrary axes
+      - :func:`jax.numpy.concatenate`: concatenation along existing axes.
+      - :func:`jax.numpy.hstack`: stack horizontally, i.e. along axis 1.
+      - :func:`jax.numpy.dstack`: stack depth-wise, i.e. along axis 2.
+
+    Examples:
+      Scalar values:
+
+      >>> jnp.vstack([1, 2, 3])
+      Array([[1],
+             [2],
+             [3]], dtype=int32, weak_type=True)
+
+      1D arrays:
+
+      >>> x = jnp.arange(4)
+      >>> y = jnp.ones(4)
+      >>> jnp.vstack([x, y])
+      Array([[0., 1., 2., 3.],
+             [1., 1., 1., 1.]], dtype=float32)
+
+      2D arrays:
+
+      >>> x = x.reshape(1, 4)
+      >>> y = y.reshape(1, 4)
+      >>> jnp.vstack([x, y])
+      Array([[0., 1., 2., 3.],
+             [1., 1., 1., 1.]], dtype=float32)
+    """
+def where(condition: Any, x: Any = None, y: Any = None, /, *, size: int | None = None, fill_value: Any = None, axis_name: str | None = None, order: Sequence[str] | None = None) -> Any:
+    """``nx.where(condition, x, y)`` works elementwise and broadcasts by name; ``nx.where(condition)`` is
+    :func:`nonzero`.
+
+    The three-argument form's result carries every name of its operands (one size per name), and positional
+    axes broadcast by NumPy's rules. The one-argument form takes ``size``, ``fill_value``, ``axis_name`` and
+    ``order`` as :func:`nonzero` does.
+
+    >>> import namedarray as nx, jax.numpy as jnp
+    >>> from namedarray.ops.indexing import where
+    >>> m = nx.wrap(jnp.array([True, False, True]), ["k"])
+    >>> where(m, 1.0, 0.0).unwrap(["k"]).tolist(), where(m, axis_name="hit")["k"].unwrap(["hit"]).tolist()
+    ([1.0, 0.0, 1.0], [0, 2])
+    """
+def wrap(array: Any, axes: Any = None, *, where: str = 'nx.wrap') -> NamedArray:
+    """Name some positional axes of ``array``.
+
+    ``axes`` is an xmap axis map: ``{0: "batch", 2: "k"}``, a list of names for the leading axes ending with
+    ``...`` (``["batch", "k", ...]``), or a list without ``...`` that also asserts the rank
+    (``["batch", None]``). On a NamedArray, the positions refer to its positional axes.
+
+    >>> import namedarray as nx, jax.numpy as jnp
+    >>> nx.wrap(jnp.ones((5, 20)), [None, "batch"]).named_shape
+    {'batch': 20}
+    """
+def xmap(fun: Callable, in_axes: Any, out_axes: Any, *, axis_sizes: Mapping[str, int] | None = None, axis_resources: Mapping[str, Any] | None = None, donate_argnums: int | Sequence[int] = (), backend: str | None = None) -> XMapped:
+    """Assign a positional signature to ``fun``, a function of one element of the map (xmap's way) or of
+    NamedArrays carrying the map's names (nx's); see the module docstring for how the two are told apart.
+
+    ``in_axes``/``out_axes``: xmap axis specifications (see the module docstring), pytree prefixes of the
+    arguments / outputs. ``axis_sizes``: sizes of names no argument carries (for ``nx.axis_index``, named
+    random, broadcast outputs). ``axis_resources``: name -> mesh axis, tuple of mesh axes (major to minor),
+    or a serial loop last. ``donate_argnums``: as in ``jax.jit``. ``backend``: a platform name, checked.
+
+    The result is called with positional arguments, runs compiled (``jax.jit``), and has ``.lower(*args)``.
+
+    >>> import namedarray as nx, jax.numpy as jnp
+    >>> f = nx.xmap(lambda x: x.sum("i"), in_axes=["i", ...], out_axes=[...])
+    >>> f(jnp.arange(6.0).reshape(3, 2)).tolist()
+    [6.0, 9.0]
+    >>> nx.xmap(lambda: 2.0, in_axes=(), out_axes=["i"], axis_sizes={"i": 3})().tolist()
+    [2.0, 2.0, 2.0]
+    """
 @overload
 def zeros(shape: Mapping[str, int], dtype: DTypeLike | None = None, *, named_shape: (Mapping[str, int] | Sequence[str] | str | None) = None, **kwargs: Any) -> NamedArray: ...
 @overload
 def zeros(shape: int | Sequence[int] = (), dtype: DTypeLike | None = None, *, named_shape: Mapping[str, int] | Sequence[str] | str, **kwargs: Any) -> NamedArray: ...
 @overload
-def zeros(shape: int | Sequence[int] = (), dtype: DTypeLike | None = None, *, named_shape: None = None, **kwargs: Any) -> jax.Array: ...
+def zeros(shape: int | Sequence[int] = (), dtype: DTypeLike | None = None, *, named_shape: None = None, **kwargs: Any) -> jax.Array:
+    """Zeros of positional ``shape`` and named shape ``named_shape`` (``jnp.zeros`` when nothing is named).
+
+    >>> import namedarray as nx
+    >>> x = nx.zeros((2,), named_shape={"batch": 3})
+    >>> x.shape, x.named_shape, x.dtype
+    ((2,), {'batch': 3}, dtype('float32'))
+    """
 @overload
 def zeros_like(a: NamedArray, dtype: DTypeLike | None = None, shape: Any = None, *, device: jax.Device | jax.sharding.Sharding | None = None, out_sharding: jax.sharding.NamedSharding | jax.P | None = None) -> NamedArray: ...
 @overload
-def zeros_like(a: ArrayLike, dtype: DTypeLike | None = None, shape: Any = None, *, device: jax.Device | jax.sharding.Sharding | None = None, out_sharding: jax.sharding.NamedSharding | jax.P | None = None) -> Array: ...
+def zeros_like(a: ArrayLike, dtype: DTypeLike | None = None, shape: Any = None, *, device: jax.Device | jax.sharding.Sharding | None = None, out_sharding: jax.sharding.NamedSharding | jax.P | None = None) -> Array:
+    """``nx.zeros_like`` is lifted: it runs as if vmapped over every named axis of its NamedArray arguments, and
+    the result carries their names. Integer axis arguments count positional axes only, and a value
+    whose names leave it too few positional axes is an error.
+
+    The documentation of ``jax.numpy.zeros_like`` follows.
+
+    Create an array full of zeros with the same shape and dtype as an array.
+
+    JAX implementation of :func:`numpy.zeros_like`.
+
+    Args:
+      a: Array-like object with ``shape`` and ``dtype`` attributes.
+      shape: optionally override the shape of the created array.
+      dtype: optionally override the dtype of the created array.
+      device: (optional) :class:`~jax.Device` or :class:`~jax.sharding.Sharding`
+        to which the created array will be committed.
+
+    Returns:
+      Array of the specified shape and dtype, on the specified device if specified.
+
+    See also:
+      - :func:`jax.numpy.zeros`
+      - :func:`jax.numpy.empty_like`
+      - :func:`jax.numpy.ones_like`
+      - :func:`jax.numpy.full_like`
+
+    Examples:
+      >>> x = jnp.arange(4)
+      >>> jnp.zeros_like(x)
+      Array([0, 0, 0, 0], dtype=int32)
+      >>> jnp.zeros_like(x, dtype=bool)
+      Array([False, False, False, False], dtype=bool)
+      >>> jnp.zeros_like(x, shape=(2, 3))
+      Array([[0, 0, 0],
+             [0, 0, 0]], dtype=int32)
+    """
+
+# internal modules, bound on the package as they load: no names of nx (stubs._internal)
+adapter: None = None
+del adapter
+core: None = None
+del core
+engine: None = None
+del engine
+interop: None = None
+del interop
+ops: None = None
+del ops
+parallel: None = None
+del parallel
+surface: None = None
+del surface
+transforms: None = None
+del transforms

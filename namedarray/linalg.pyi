@@ -18,51 +18,661 @@ __all__ = ['cholesky', 'cond', 'cross', 'det', 'diagonal', 'eig', 'eigh', 'eigva
 @overload
 def cholesky(a: NamedArray, *, upper: bool = False, symmetrize_input: bool = True) -> NamedArray: ...
 @overload
-def cholesky(a: ArrayLike, *, upper: bool = False, symmetrize_input: bool = True) -> Array: ...
-def cond(x: NamedArray | ArrayLike, p=None): ...
-def cross(x1: NamedArray | ArrayLike, x2: NamedArray | ArrayLike, /, *, axis=-1): ...
+def cholesky(a: ArrayLike, *, upper: bool = False, symmetrize_input: bool = True) -> Array:
+    """``nx.linalg.cholesky`` is lifted: it runs as if vmapped over every named axis of its NamedArray arguments, and
+    the result carries their names. Integer axis arguments count positional axes only, and a value
+    whose names leave it too few positional axes is an error.
+
+    The documentation of ``jax.numpy.linalg.cholesky`` follows.
+
+    Compute the Cholesky decomposition of a matrix.
+
+    JAX implementation of :func:`numpy.linalg.cholesky`.
+
+    The Cholesky decomposition of a matrix `A` is:
+
+    .. math::
+
+       A = U^HU
+
+    or
+
+    .. math::
+
+      A = LL^H
+
+    where `U` is an upper-triangular matrix and `L` is a lower-triangular matrix, and
+    :math:`X^H` is the Hermitian transpose of `X`.
+
+    Args:
+      a: input array, representing a (batched) positive-definite hermitian matrix.
+        Must have shape ``(..., N, N)``.
+      upper: if True, compute the upper Cholesky decomposition `U`. if False
+        (default), compute the lower Cholesky decomposition `L`.
+      symmetrize_input: if True (default) then input is symmetrized, which leads
+        to better behavior under automatic differentiation. Note that when this
+        is set to True, both the upper and lower triangles of the input will
+        be used in computing the decomposition.
+
+    Returns:
+      array of shape ``(..., N, N)`` representing the Cholesky decomposition
+      of the input. If the input is not Hermitian positive-definite, the result
+      will contain NaN entries.
+
+
+    See also:
+      - :func:`jax.scipy.linalg.cholesky`: SciPy-style Cholesky API
+      - :func:`jax.lax.linalg.cholesky`: XLA-style Cholesky API
+
+    Examples:
+      A small real Hermitian positive-definite matrix:
+
+      >>> x = jnp.array([[2., 1.],
+      ...                [1., 2.]])
+
+      Lower Cholesky factorization:
+
+      >>> jnp.linalg.cholesky(x)
+      Array([[1.4142135 , 0.        ],
+             [0.70710677, 1.2247449 ]], dtype=float32)
+
+      Upper Cholesky factorization:
+
+      >>> jnp.linalg.cholesky(x, upper=True)
+      Array([[1.4142135 , 0.70710677],
+             [0.        , 1.2247449 ]], dtype=float32)
+
+      Reconstructing ``x`` from its factorization:
+
+      >>> L = jnp.linalg.cholesky(x)
+      >>> jnp.allclose(x, L @ L.T)
+      Array(True, dtype=bool)
+    """
+def cond(x: NamedArray | ArrayLike, p=None):
+    """``nx.linalg.cond`` is lifted: it runs as if vmapped over every named axis of its NamedArray arguments, and
+    the result carries their names. Integer axis arguments count positional axes only, and a value
+    whose names leave it too few positional axes is an error.
+
+    The documentation of ``jax.numpy.linalg.cond`` follows.
+
+    Compute the condition number of a matrix.
+
+    JAX implementation of :func:`numpy.linalg.cond`.
+
+    The condition number is defined as ``norm(x, p) * norm(inv(x), p)``. For ``p = 2``
+    (the default), the condition number is the ratio of the largest to the smallest
+    singular value.
+
+    Args:
+      x: array of shape ``(..., M, N)`` for which to compute the condition number.
+      p: the order of the norm to use. One of ``{None, 1, -1, 2, -2, inf, -inf, 'fro'}``;
+        see :func:`jax.numpy.linalg.norm` for the meaning of these. The default is ``p = None``,
+        which is equivalent to ``p = 2``. If not in ``{None, 2, -2}`` then ``x`` must be square,
+        i.e. ``M = N``.
+
+    Returns:
+      array of shape ``x.shape[:-2]`` containing the condition number.
+
+    See also:
+      :func:`jax.numpy.linalg.norm`
+
+    Examples:
+
+      Well-conditioned matrix:
+
+      >>> x = jnp.array([[1, 2],
+      ...                [2, 1]])
+      >>> jnp.linalg.cond(x)
+      Array(3., dtype=float32)
+
+      Ill-conditioned matrix:
+
+      >>> x = jnp.array([[1, 2],
+      ...                [0, 0]])
+      >>> jnp.linalg.cond(x)
+      Array(inf, dtype=float32)
+    """
+def cross(x1: NamedArray | ArrayLike, x2: NamedArray | ArrayLike, /, *, axis=-1):
+    """``nx.linalg.cross`` is lifted: it runs as if vmapped over every named axis of its NamedArray arguments, and
+    the result carries their names. Integer axis arguments count positional axes only, and a value
+    whose names leave it too few positional axes is an error.
+
+    The documentation of ``jax.numpy.linalg.cross`` follows.
+
+    Compute the cross-product of two 3D vectors
+
+    JAX implementation of :func:`numpy.linalg.cross`
+
+    Args:
+      x1: N-dimensional array, with ``x1.shape[axis] == 3``
+      x2: N-dimensional array, with ``x2.shape[axis] == 3``, and other axes
+        broadcast-compatible with ``x1``.
+      axis: axis along which to take the cross product (default: -1).
+
+    Returns:
+      array containing the result of the cross-product
+
+    See Also:
+      :func:`jax.numpy.cross`: more flexible cross-product API.
+
+    Examples:
+
+      Showing that :math:`\\hat{x} \\times \\hat{y} = \\hat{z}`:
+
+      >>> x = jnp.array([1., 0., 0.])
+      >>> y = jnp.array([0., 1., 0.])
+      >>> jnp.linalg.cross(x, y)
+      Array([0., 0., 1.], dtype=float32)
+
+      Cross product of :math:`\\hat{x}` with all three standard unit vectors,
+      via broadcasting:
+
+      >>> xyz = jnp.eye(3)
+      >>> jnp.linalg.cross(x, xyz, axis=-1)
+      Array([[ 0.,  0.,  0.],
+             [ 0.,  0.,  1.],
+             [ 0., -1.,  0.]], dtype=float32)
+    """
 @overload
 def det(a: NamedArray) -> NamedArray: ...
 @overload
-def det(a: ArrayLike) -> Array: ...
+def det(a: ArrayLike) -> Array:
+    """``nx.linalg.det`` is lifted: it runs as if vmapped over every named axis of its NamedArray arguments, and
+    the result carries their names. Integer axis arguments count positional axes only, and a value
+    whose names leave it too few positional axes is an error.
+
+    The documentation of ``jax.numpy.linalg.det`` follows.
+
+    Compute the determinant of an array.
+
+    JAX implementation of :func:`numpy.linalg.det`.
+
+    Args:
+      a: array of shape ``(..., M, M)`` for which to compute the determinant.
+
+    Returns:
+      An array of determinants of shape ``a.shape[:-2]``.
+
+    See also:
+      :func:`jax.scipy.linalg.det`: Scipy-style API for determinant.
+
+    Examples:
+      >>> a = jnp.array([[1, 2],
+      ...                [3, 4]])
+      >>> jnp.linalg.det(a)
+      Array(-2., dtype=float32)
+    """
 @overload
 def diagonal(x: NamedArray, /, *, offset: int = 0) -> NamedArray: ...
 @overload
-def diagonal(x: ArrayLike, /, *, offset: int = 0) -> Array: ...
-def eig(a: NamedArray | ArrayLike) -> Any: ...
-def eigh(a: NamedArray | ArrayLike, UPLO: str | None = None, symmetrize_input: bool = True) -> Any: ...
+def diagonal(x: ArrayLike, /, *, offset: int = 0) -> Array:
+    """``nx.linalg.diagonal`` is lifted: it runs as if vmapped over every named axis of its NamedArray arguments, and
+    the result carries their names. Integer axis arguments count positional axes only, and a value
+    whose names leave it too few positional axes is an error.
+
+    The documentation of ``jax.numpy.linalg.diagonal`` follows.
+
+    Extract the diagonal of an matrix or stack of matrices.
+
+    JAX implementation of :func:`numpy.linalg.diagonal`.
+
+    Args:
+      x: array of shape ``(..., M, N)`` from which the diagonal will be extracted.
+      offset: positive or negative offset from the main diagonal.
+
+    Returns:
+      Array of shape ``(..., K)`` where ``K`` is the length of the specified diagonal.
+
+    See Also:
+      - :func:`jax.numpy.diagonal`: more general functionality for extracting diagonals.
+      - :func:`jax.numpy.diag`: create a diagonal matrix from values.
+
+    Examples:
+      Diagonals of a single matrix:
+
+      >>> x = jnp.array([[1,  2,  3,  4],
+      ...                [5,  6,  7,  8],
+      ...                [9, 10, 11, 12]])
+      >>> jnp.linalg.diagonal(x)
+      Array([ 1,  6, 11], dtype=int32)
+      >>> jnp.linalg.diagonal(x, offset=1)
+      Array([ 2,  7, 12], dtype=int32)
+      >>> jnp.linalg.diagonal(x, offset=-1)
+      Array([ 5, 10], dtype=int32)
+
+      Batched diagonals:
+
+      >>> x = jnp.arange(24).reshape(2, 3, 4)
+      >>> jnp.linalg.diagonal(x)
+      Array([[ 0,  5, 10],
+             [12, 17, 22]], dtype=int32)
+    """
+def eig(a: NamedArray | ArrayLike) -> Any:
+    """``nx.linalg.eig`` is lifted: it runs as if vmapped over every named axis of its NamedArray arguments, and
+    the result carries their names. Integer axis arguments count positional axes only, and a value
+    whose names leave it too few positional axes is an error.
+
+    The documentation of ``jax.numpy.linalg.eig`` follows.
+
+    Compute the eigenvalues and eigenvectors of a square array.
+
+    JAX implementation of :func:`numpy.linalg.eig`.
+
+    Args:
+      a: array of shape ``(..., M, M)`` for which to compute the eigenvalues and vectors.
+
+    Returns:
+      A namedtuple ``(eigenvalues, eigenvectors)``. The namedtuple has fields:
+
+      - ``eigenvalues``: an array of shape ``(..., M)`` containing the eigenvalues.
+      - ``eigenvectors``: an array of shape ``(..., M, M)``, where column ``v[:, i]`` is the
+        eigenvector corresponding to the eigenvalue ``w[i]``.
+
+    Notes:
+      - This differs from :func:`numpy.linalg.eig` in that the return type of
+        :func:`jax.numpy.linalg.eig` is always complex64 for 32-bit input, and complex128
+        for 64-bit input.
+      - At present, non-symmetric eigendecomposition is only implemented on the CPU and
+        GPU backends. For more details about the GPU implementation, see the
+        documentation for :func:`jax.lax.linalg.eig`.
+      - Currently autodiff is not supported for computation of non-symmetric eigenvectors;
+        see https://github.com/jax-ml/jax/issues/2748.
+
+    See also:
+      - :func:`jax.lax.linalg.eig`: similar function with different eigenvector options
+        and device-specific implementations.
+      - :func:`jax.numpy.linalg.eigh`: eigenvectors and eigenvalues of a Hermitian matrix.
+      - :func:`jax.numpy.linalg.eigvals`: compute eigenvalues only.
+
+    Examples:
+      >>> a = jnp.array([[1., 2.],
+      ...                [2., 1.]])
+      >>> w, v = jnp.linalg.eig(a)
+      >>> with jax.numpy.printoptions(precision=4):
+      ...   w
+      Array([ 3.+0.j, -1.+0.j], dtype=complex64)
+      >>> v
+      Array([[ 0.70710677+0.j, -0.70710677+0.j],
+             [ 0.70710677+0.j,  0.70710677+0.j]], dtype=complex64)
+    """
+def eigh(a: NamedArray | ArrayLike, UPLO: str | None = None, symmetrize_input: bool = True) -> Any:
+    """``nx.linalg.eigh`` is lifted: it runs as if vmapped over every named axis of its NamedArray arguments, and
+    the result carries their names. Integer axis arguments count positional axes only, and a value
+    whose names leave it too few positional axes is an error.
+
+    The documentation of ``jax.numpy.linalg.eigh`` follows.
+
+    Compute the eigenvalues and eigenvectors of a Hermitian matrix.
+
+    JAX implementation of :func:`numpy.linalg.eigh`.
+
+    Args:
+      a: array of shape ``(..., M, M)``, containing the Hermitian (if complex)
+        or symmetric (if real) matrix.
+      UPLO: specifies whether the calculation is done with the lower triangular
+        part of ``a`` (``'L'``, default) or the upper triangular part (``'U'``).
+      symmetrize_input: if True (default) then input is symmetrized, which leads
+        to better behavior under automatic differentiation. Note that when this
+        is set to True, both the upper and lower triangles of the input will
+        be used in computing the decomposition.
+
+    Returns:
+      A namedtuple ``(eigenvalues, eigenvectors)`` where
+
+      - ``eigenvalues``: an array of shape ``(..., M)`` containing the eigenvalues,
+        sorted in ascending order.
+      - ``eigenvectors``: an array of shape ``(..., M, M)``, where column ``v[:, i]`` is the
+        normalized eigenvector corresponding to the eigenvalue ``w[i]``.
+
+    See also:
+      - :func:`jax.numpy.linalg.eig`: general eigenvalue decomposition.
+      - :func:`jax.numpy.linalg.eigvalsh`: compute eigenvalues only.
+      - :func:`jax.scipy.linalg.eigh`: SciPy API for Hermitian eigendecomposition.
+      - :func:`jax.lax.linalg.eigh`: XLA API for Hermitian eigendecomposition.
+
+    Examples:
+      >>> a = jnp.array([[1, -2j],
+      ...                [2j, 1]])
+      >>> w, v = jnp.linalg.eigh(a)
+      >>> w
+      Array([-1.,  3.], dtype=float32)
+      >>> with jnp.printoptions(precision=3):
+      ...   v
+      Array([[-0.707+0.j   , -0.707+0.j   ],
+             [ 0.   +0.707j,  0.   -0.707j]], dtype=complex64)
+    """
 @overload
 def eigvals(a: NamedArray) -> NamedArray: ...
 @overload
-def eigvals(a: ArrayLike) -> Array: ...
+def eigvals(a: ArrayLike) -> Array:
+    """``nx.linalg.eigvals`` is lifted: it runs as if vmapped over every named axis of its NamedArray arguments, and
+    the result carries their names. Integer axis arguments count positional axes only, and a value
+    whose names leave it too few positional axes is an error.
+
+    The documentation of ``jax.numpy.linalg.eigvals`` follows.
+
+    Compute the eigenvalues of a general matrix.
+
+    JAX implementation of :func:`numpy.linalg.eigvals`.
+
+    Args:
+      a: array of shape ``(..., M, M)`` for which to compute the eigenvalues.
+
+    Returns:
+      An array of shape ``(..., M)`` containing the eigenvalues.
+
+    See also:
+      - :func:`jax.numpy.linalg.eig`: computes eigenvalues eigenvectors of a general matrix.
+      - :func:`jax.numpy.linalg.eigh`: computes eigenvalues eigenvectors of a Hermitian matrix.
+
+    Notes:
+      - This differs from :func:`numpy.linalg.eigvals` in that the return type of
+        :func:`jax.numpy.linalg.eigvals` is always complex64 for 32-bit input, and
+        complex128 for 64-bit input.
+      - At present, non-symmetric eigendecomposition is only implemented on the CPU backend.
+
+    Examples:
+      >>> a = jnp.array([[1., 2.],
+      ...                [2., 1.]])
+      >>> w = jnp.linalg.eigvals(a)
+      >>> with jnp.printoptions(precision=2):
+      ...  w
+      Array([ 3.+0.j, -1.+0.j], dtype=complex64)
+    """
 @overload
 def eigvalsh(a: NamedArray, UPLO: str | None = 'L', *, symmetrize_input: bool = True) -> NamedArray: ...
 @overload
-def eigvalsh(a: ArrayLike, UPLO: str | None = 'L', *, symmetrize_input: bool = True) -> Array: ...
+def eigvalsh(a: ArrayLike, UPLO: str | None = 'L', *, symmetrize_input: bool = True) -> Array:
+    """``nx.linalg.eigvalsh`` is lifted: it runs as if vmapped over every named axis of its NamedArray arguments, and
+    the result carries their names. Integer axis arguments count positional axes only, and a value
+    whose names leave it too few positional axes is an error.
+
+    The documentation of ``jax.numpy.linalg.eigvalsh`` follows.
+
+    Compute the eigenvalues of a Hermitian matrix.
+
+    JAX implementation of :func:`numpy.linalg.eigvalsh`.
+
+    Args:
+      a: array of shape ``(..., M, M)``, containing the Hermitian (if complex)
+        or symmetric (if real) matrix.
+      UPLO: specifies whether the calculation is done with the lower triangular
+        part of ``a`` (``'L'``, default) or the upper triangular part (``'U'``).
+      symmetrize_input: if True (default) then input is symmetrized, which leads
+        to better behavior under automatic differentiation. Note that when this
+        is set to True, both the upper and lower triangles of the input will
+        be used in computing the decomposition.
+
+    Returns:
+      An array of shape ``(..., M)`` containing the eigenvalues, sorted in
+      ascending order.
+
+    See also:
+      - :func:`jax.numpy.linalg.eig`: general eigenvalue decomposition.
+      - :func:`jax.numpy.linalg.eigh`: computes eigenvalues and eigenvectors of a
+        Hermitian matrix.
+
+    Examples:
+      >>> a = jnp.array([[1, -2j],
+      ...                [2j, 1]])
+      >>> w = jnp.linalg.eigvalsh(a)
+      >>> w
+      Array([-1.,  3.], dtype=float32)
+    """
 @overload
 def inv(a: NamedArray) -> NamedArray: ...
 @overload
-def inv(a: ArrayLike) -> Array: ...
+def inv(a: ArrayLike) -> Array:
+    """``nx.linalg.inv`` is lifted: it runs as if vmapped over every named axis of its NamedArray arguments, and
+    the result carries their names. Integer axis arguments count positional axes only, and a value
+    whose names leave it too few positional axes is an error.
+
+    The documentation of ``jax.numpy.linalg.inv`` follows.
+
+    Return the inverse of a square matrix
+
+    JAX implementation of :func:`numpy.linalg.inv`.
+
+    Args:
+      a: array of shape ``(..., N, N)`` specifying square array(s) to be inverted.
+
+    Returns:
+      Array of shape ``(..., N, N)`` containing the inverse of the input.
+
+    Notes:
+      In most cases, explicitly computing the inverse of a matrix is ill-advised. For
+      example, to compute ``x = inv(A) @ b``, it is more performant and numerically
+      precise to use a direct solve, such as :func:`jax.scipy.linalg.solve`.
+
+    See Also:
+      - :func:`jax.scipy.linalg.inv`: SciPy-style API for matrix inverse
+      - :func:`jax.numpy.linalg.solve`: direct linear solver
+
+    Examples:
+      Compute the inverse of a 3x3 matrix
+
+      >>> a = jnp.array([[1., 2., 3.],
+      ...                [2., 4., 2.],
+      ...                [3., 2., 1.]])
+      >>> a_inv = jnp.linalg.inv(a)
+      >>> a_inv  # doctest: +SKIP
+      Array([[ 0.        , -0.25      ,  0.5       ],
+             [-0.25      ,  0.5       , -0.25000003],
+             [ 0.5       , -0.25      ,  0.        ]], dtype=float32)
+
+      Check that multiplying with the inverse gives the identity:
+
+      >>> jnp.allclose(a @ a_inv, jnp.eye(3), atol=1E-5)
+      Array(True, dtype=bool)
+
+      Multiply the inverse by a vector ``b``, to find a solution to ``a @ x = b``
+
+      >>> b = jnp.array([1., 4., 2.])
+      >>> a_inv @ b
+      Array([ 0.  ,  1.25, -0.5 ], dtype=float32)
+
+      Note, however, that explicitly computing the inverse in such a case can lead
+      to poor performance and loss of precision as the size of the problem grows.
+      Instead, you should use a direct solver like :func:`jax.numpy.linalg.solve`:
+
+      >>> jnp.linalg.solve(a, b)
+       Array([ 0.  ,  1.25, -0.5 ], dtype=float32)
+    """
 @overload
 def lstsq(a: NamedArray, b: NamedArray | ArrayLike, rcond: float | None = None, *, numpy_resid: bool = False) -> tuple[NamedArray, NamedArray, NamedArray, NamedArray]: ...
 @overload
 def lstsq(a: NamedArray | ArrayLike, b: NamedArray, rcond: float | None = None, *, numpy_resid: bool = False) -> tuple[NamedArray, NamedArray, NamedArray, NamedArray]: ...
 @overload
-def lstsq(a: ArrayLike, b: ArrayLike, rcond: float | None = None, *, numpy_resid: bool = False) -> tuple[Array, Array, Array, Array]: ...
+def lstsq(a: ArrayLike, b: ArrayLike, rcond: float | None = None, *, numpy_resid: bool = False) -> tuple[Array, Array, Array, Array]:
+    """``nx.linalg.lstsq`` is lifted: it runs as if vmapped over every named axis of its NamedArray arguments, and
+    the result carries their names. Integer axis arguments count positional axes only, and a value
+    whose names leave it too few positional axes is an error.
+
+    The documentation of ``jax.numpy.linalg.lstsq`` follows.
+
+    Return the least-squares solution to a linear equation.
+
+    JAX implementation of :func:`numpy.linalg.lstsq`.
+
+    Args:
+      a: array of shape ``(M, N)`` representing the coefficient matrix.
+      b: array of shape ``(M,)`` or ``(M, K)`` representing the right-hand side.
+      rcond: Cut-off ratio for small singular values. Singular values smaller than
+        ``rcond * largest_singular_value`` are treated as zero. If None (default),
+        the optimal value will be used to reduce floating point errors.
+      numpy_resid: If True, compute and return residuals in the same way as NumPy's
+        `linalg.lstsq`. This is necessary if you want to precisely replicate NumPy's
+        behavior. If False (default), a more efficient method is used to compute residuals.
+
+    Returns:
+      Tuple of arrays ``(x, resid, rank, s)`` where
+
+      - ``x`` is a shape ``(N,)`` or ``(N, K)`` array containing the least-squares solution.
+      - ``resid`` is the sum of squared residual of shape ``()`` or ``(K,)``.
+      - ``rank`` is the rank of the matrix ``a``.
+      - ``s`` is the singular values of the matrix ``a``.
+
+    Examples:
+      >>> a = jnp.array([[1, 2],
+      ...                [3, 4]])
+      >>> b = jnp.array([5, 6])
+      >>> x, _, _, _ = jnp.linalg.lstsq(a, b)
+      >>> with jnp.printoptions(precision=3):
+      ...   print(x)
+      [-4.   4.5]
+    """
 @overload
 def matmul(x1: NamedArray, x2: NamedArray | ArrayLike, /, *, precision: Any = None, preferred_element_type: DTypeLike | None = None) -> NamedArray: ...
 @overload
 def matmul(x1: NamedArray | ArrayLike, x2: NamedArray, /, *, precision: Any = None, preferred_element_type: DTypeLike | None = None) -> NamedArray: ...
 @overload
-def matmul(x1: ArrayLike, x2: ArrayLike, /, *, precision: Any = None, preferred_element_type: DTypeLike | None = None) -> Array: ...
+def matmul(x1: ArrayLike, x2: ArrayLike, /, *, precision: Any = None, preferred_element_type: DTypeLike | None = None) -> Array:
+    """``nx.linalg.matmul`` is lifted: it runs as if vmapped over every named axis of its NamedArray arguments, and
+    the result carries their names. Integer axis arguments count positional axes only, and a value
+    whose names leave it too few positional axes is an error.
+
+    The documentation of ``jax.numpy.linalg.matmul`` follows.
+
+    Perform a matrix multiplication.
+
+    JAX implementation of :func:`numpy.linalg.matmul`.
+
+    Args:
+      x1: first input array, of shape ``(..., N)``.
+      x2: second input array. Must have shape ``(N,)`` or ``(..., N, M)``.
+        In the multi-dimensional case, leading dimensions must be broadcast-compatible
+        with the leading dimensions of ``x1``.
+      precision: either ``None`` (default), which means the default precision for
+        the backend, a :class:`~jax.lax.Precision` enum value (``Precision.DEFAULT``,
+        ``Precision.HIGH`` or ``Precision.HIGHEST``) or a tuple of two
+        such values indicating precision of ``x1`` and ``x2``.
+      preferred_element_type: either ``None`` (default), which means the default
+        accumulation type for the input types, or a datatype, indicating to
+        accumulate results to and return a result with that datatype.
+
+    Returns:
+      array containing the matrix product of the inputs. Shape is ``x1.shape[:-1]``
+      if ``x2.ndim == 1``, otherwise the shape is ``(..., M)``.
+
+    See Also:
+      :func:`jax.numpy.matmul`: NumPy API for this function.
+      :func:`jax.numpy.linalg.vecdot`: batched vector product.
+      :func:`jax.numpy.linalg.tensordot`: batched tensor product.
+
+    Examples:
+      Vector dot products:
+
+      >>> x1 = jnp.array([1, 2, 3])
+      >>> x2 = jnp.array([4, 5, 6])
+      >>> jnp.linalg.matmul(x1, x2)
+      Array(32, dtype=int32)
+
+      Matrix dot product:
+
+      >>> x1 = jnp.array([[1, 2, 3],
+      ...                 [4, 5, 6]])
+      >>> x2 = jnp.array([[1, 2],
+      ...                 [3, 4],
+      ...                 [5, 6]])
+      >>> jnp.linalg.matmul(x1, x2)
+      Array([[22, 28],
+             [49, 64]], dtype=int32)
+
+      For convenience, in all cases you can do the same computation using
+      the ``@`` operator:
+
+      >>> x1 @ x2
+      Array([[22, 28],
+             [49, 64]], dtype=int32)
+    """
 @overload
 def matrix_norm(x: NamedArray, /, *, keepdims: bool = False, ord: str | int = 'fro') -> NamedArray: ...
 @overload
-def matrix_norm(x: ArrayLike, /, *, keepdims: bool = False, ord: str | int = 'fro') -> Array: ...
+def matrix_norm(x: ArrayLike, /, *, keepdims: bool = False, ord: str | int = 'fro') -> Array:
+    """``nx.linalg.matrix_norm`` is lifted: it runs as if vmapped over every named axis of its NamedArray arguments, and
+    the result carries their names. Integer axis arguments count positional axes only, and a value
+    whose names leave it too few positional axes is an error.
+
+    The documentation of ``jax.numpy.linalg.matrix_norm`` follows.
+
+    Compute the norm of a matrix or stack of matrices.
+
+    JAX implementation of :func:`numpy.linalg.matrix_norm`
+
+    Args:
+      x: array of shape ``(..., M, N)`` for which to take the norm.
+      keepdims: if True, keep the reduced dimensions in the output.
+      ord: A string or int specifying the type of norm; default is the Frobenius norm.
+        See :func:`numpy.linalg.norm` for details on available options.
+
+    Returns:
+      array containing the norm of ``x``. Has shape ``x.shape[:-2]`` if ``keepdims`` is
+      False, or shape ``(..., 1, 1)`` if ``keepdims`` is True.
+
+    See also:
+      - :func:`jax.numpy.linalg.vector_norm`: Norm of a vector or stack of vectors.
+      - :func:`jax.numpy.linalg.norm`: More general matrix or vector norm.
+
+    Examples:
+      >>> x = jnp.array([[1, 2, 3],
+      ...                [4, 5, 6],
+      ...                [7, 8, 9]])
+      >>> jnp.linalg.matrix_norm(x)
+      Array(16.881943, dtype=float32)
+    """
 @overload
 def matrix_power(a: NamedArray, n: int) -> NamedArray: ...
 @overload
-def matrix_power(a: ArrayLike, n: int) -> Array: ...
+def matrix_power(a: ArrayLike, n: int) -> Array:
+    """``nx.linalg.matrix_power`` is lifted: it runs as if vmapped over every named axis of its NamedArray arguments, and
+    the result carries their names. Integer axis arguments count positional axes only, and a value
+    whose names leave it too few positional axes is an error.
+
+    The documentation of ``jax.numpy.linalg.matrix_power`` follows.
+
+    Raise a square matrix to an integer power.
+
+    JAX implementation of :func:`numpy.linalg.matrix_power`, implemented via
+    repeated squarings.
+
+    Args:
+      a: array of shape ``(..., M, M)`` to be raised to the power `n`.
+      n: the integer exponent to which the matrix should be raised.
+
+    Returns:
+      Array of shape ``(..., M, M)`` containing the matrix power of a to the n.
+
+    Examples:
+      >>> a = jnp.array([[1., 2.],
+      ...                [3., 4.]])
+      >>> jnp.linalg.matrix_power(a, 3)
+      Array([[ 37.,  54.],
+             [ 81., 118.]], dtype=float32)
+      >>> a @ a @ a  # equivalent evaluated directly
+      Array([[ 37.,  54.],
+             [ 81., 118.]], dtype=float32)
+
+      This also supports zero powers:
+
+      >>> jnp.linalg.matrix_power(a, 0)
+      Array([[1., 0.],
+             [0., 1.]], dtype=float32)
+
+      and also supports negative powers:
+
+      >>> with jnp.printoptions(precision=3):
+      ...   jnp.linalg.matrix_power(a, -2)
+      Array([[ 5.5 , -2.5 ],
+             [-3.75,  1.75]], dtype=float32)
+
+      Negative powers are equivalent to matmul of the inverse:
+
+      >>> inv_a = jnp.linalg.inv(a)
+      >>> with jnp.printoptions(precision=3):
+      ...   inv_a @ inv_a
+      Array([[ 5.5 , -2.5 ],
+             [-3.75,  1.75]], dtype=float32)
+    """
 @overload
 def matrix_rank(M: NamedArray, rtol: NamedArray | ArrayLike | None = None, *, hermitian: bool = False, tol: NamedArray | ArrayLike | None = None) -> NamedArray: ...
 @overload
@@ -70,22 +680,228 @@ def matrix_rank(M: NamedArray | ArrayLike, *, rtol: NamedArray, hermitian: bool 
 @overload
 def matrix_rank(M: NamedArray | ArrayLike, rtol: NamedArray | ArrayLike | None = None, *, hermitian: bool = False, tol: NamedArray) -> NamedArray: ...
 @overload
-def matrix_rank(M: ArrayLike, rtol: ArrayLike | None = ..., *, hermitian: bool = False, tol: ArrayLike | None = ...) -> Array: ...
+def matrix_rank(M: ArrayLike, rtol: ArrayLike | None = ..., *, hermitian: bool = False, tol: ArrayLike | None = ...) -> Array:
+    """``nx.linalg.matrix_rank`` is lifted: it runs as if vmapped over every named axis of its NamedArray arguments, and
+    the result carries their names. Integer axis arguments count positional axes only, and a value
+    whose names leave it too few positional axes is an error.
+
+    The documentation of ``jax.numpy.linalg.matrix_rank`` follows.
+
+    Compute the rank of a matrix.
+
+    JAX implementation of :func:`numpy.linalg.matrix_rank`.
+
+    The rank is calculated via the Singular Value Decomposition (SVD), and determined
+    by the number of singular values greater than the specified tolerance.
+
+    Args:
+      M: array of shape ``(..., N, K)`` whose rank is to be computed.
+      rtol: optional array of shape ``(...)`` specifying the tolerance. Singular values
+        smaller than `rtol * largest_singular_value` are considered to be zero. If
+        ``rtol`` is None (the default), a reasonable default is chosen based the
+        floating point precision of the input.
+      hermitian: if True, then the input is assumed to be Hermitian, and a more
+        efficient algorithm is used (default: False)
+      tol: alias of the ``rtol`` argument present for backward compatibility.
+        Only one of `rtol` or `tol` may be specified.
+
+    Returns:
+      array of shape ``a.shape[-2]`` giving the matrix rank.
+
+    Notes:
+      The rank calculation may be inaccurate for matrices with very small singular
+      values or those that are numerically ill-conditioned. Consider adjusting the
+      ``rtol`` parameter or using a more specialized rank computation method in such cases.
+
+    Examples:
+      >>> a = jnp.array([[1, 2],
+      ...                [3, 4]])
+      >>> jnp.linalg.matrix_rank(a)
+      Array(2, dtype=int32)
+
+      >>> b = jnp.array([[1, 0],  # Rank-deficient matrix
+      ...                [0, 0]])
+      >>> jnp.linalg.matrix_rank(b)
+      Array(1, dtype=int32)
+    """
 @overload
 def matrix_transpose(x: NamedArray, /) -> NamedArray: ...
 @overload
-def matrix_transpose(x: ArrayLike, /) -> Array: ...
+def matrix_transpose(x: ArrayLike, /) -> Array:
+    """``nx.linalg.matrix_transpose`` is lifted: it runs as if vmapped over every named axis of its NamedArray arguments, and
+    the result carries their names. Integer axis arguments count positional axes only, and a value
+    whose names leave it too few positional axes is an error.
+
+    The documentation of ``jax.numpy.linalg.matrix_transpose`` follows.
+
+    Transpose a matrix or stack of matrices.
+
+    JAX implementation of :func:`numpy.linalg.matrix_transpose`.
+
+    Args:
+      x: array of shape ``(..., M, N)``
+
+    Returns:
+      array of shape ``(..., N, M)`` containing the matrix transpose of ``x``.
+
+    See also:
+      :func:`jax.numpy.transpose`: more general transpose operation.
+
+    Examples:
+      Transpose of a single matrix:
+
+      >>> x = jnp.array([[1, 2, 3],
+      ...                [4, 5, 6]])
+      >>> jnp.linalg.matrix_transpose(x)
+      Array([[1, 4],
+             [2, 5],
+             [3, 6]], dtype=int32)
+
+      Transpose of a stack of matrices:
+
+      >>> x = jnp.array([[[1, 2],
+      ...                 [3, 4]],
+      ...                [[5, 6],
+      ...                 [7, 8]]])
+      >>> jnp.linalg.matrix_transpose(x)
+      Array([[[1, 3],
+              [2, 4]],
+      <BLANKLINE>
+             [[5, 7],
+              [6, 8]]], dtype=int32)
+
+      For convenience, the same computation can be done via the
+      :attr:`~jax.Array.mT` property of JAX array objects:
+
+      >>> x.mT
+      Array([[[1, 3],
+              [2, 4]],
+      <BLANKLINE>
+             [[5, 7],
+              [6, 8]]], dtype=int32)
+    """
 @overload
 def multi_dot(arrays: Sequence[ArrayLike], *, precision: Any = None) -> Array: ...
 @overload
-def multi_dot(arrays: Sequence[NamedArray | ArrayLike], *, precision: Any = None) -> NamedArray: ...
-def norm(x: Any, ord: Any = None, axis: (int | str | tuple[int | str, ...] | None) = None, keepdims: bool = False) -> Any: ...
+def multi_dot(arrays: Sequence[NamedArray | ArrayLike], *, precision: Any = None) -> NamedArray:
+    """``nx.linalg.multi_dot`` is lifted: it runs as if vmapped over every named axis of its NamedArray arguments, and
+    the result carries their names. Integer axis arguments count positional axes only, and a value
+    whose names leave it too few positional axes is an error.
+
+    The documentation of ``jax.numpy.linalg.multi_dot`` follows.
+
+    Efficiently compute matrix products between a sequence of arrays.
+
+    JAX implementation of :func:`numpy.linalg.multi_dot`.
+
+    JAX internally uses the opt_einsum library to compute the most efficient
+    operation order.
+
+    Args:
+      arrays: sequence of arrays. All must be two-dimensional, except the first
+        and last which may be one-dimensional.
+      precision: either ``None`` (default), which means the default precision for
+        the backend, a :class:`~jax.lax.Precision` enum value (``Precision.DEFAULT``,
+        ``Precision.HIGH`` or ``Precision.HIGHEST``).
+
+    Returns:
+      an array representing the equivalent of ``reduce(jnp.matmul, arrays)``, but
+      evaluated in the optimal order.
+
+    This function exists because the cost of computing sequences of matmul operations
+    can differ vastly depending on the order in which the operations are evaluated.
+    For a single matmul, the number of floating point operations (flops) required to
+    compute a matrix product can be approximated this way:
+
+    >>> def approx_flops(x, y):
+    ...   # for 2D x and y, with x.shape[1] == y.shape[0]
+    ...   return 2 * x.shape[0] * x.shape[1] * y.shape[1]
+
+    Suppose we have three matrices that we'd like to multiply in sequence:
+
+    >>> key1, key2, key3 = jax.random.split(jax.random.key(0), 3)
+    >>> x = jax.random.normal(key1, shape=(200, 5))
+    >>> y = jax.random.normal(key2, shape=(5, 100))
+    >>> z = jax.random.normal(key3, shape=(100, 10))
+
+    Because of associativity of matrix products, there are two orders in which we might
+    evaluate the product ``x @ y @ z``, and both produce equivalent outputs up to floating
+    point precision:
+
+    >>> result1 = (x @ y) @ z
+    >>> result2 = x @ (y @ z)
+    >>> jnp.allclose(result1, result2, atol=1E-4)
+    Array(True, dtype=bool)
+
+    But the computational cost of these differ greatly:
+
+    >>> print("(x @ y) @ z flops:", approx_flops(x, y) + approx_flops(x @ y, z))
+    (x @ y) @ z flops: 600000
+    >>> print("x @ (y @ z) flops:", approx_flops(y, z) + approx_flops(x, y @ z))
+    x @ (y @ z) flops: 30000
+
+    The second approach is about 20x more efficient in terms of estimated flops!
+
+    ``multi_dot`` is a function that will automatically choose the fastest
+    computational path for such problems:
+
+    >>> result3 = jnp.linalg.multi_dot([x, y, z])
+    >>> jnp.allclose(result1, result3, atol=1E-4)
+    Array(True, dtype=bool)
+
+    We can use JAX's :ref:`ahead-of-time-lowering` tools to estimate the total flops
+    of each approach, and confirm that ``multi_dot`` is choosing the more efficient
+    option:
+
+    >>> jax.jit(lambda x, y, z: (x @ y) @ z).lower(x, y, z).cost_analysis()['flops']
+    600000.0
+    >>> jax.jit(lambda x, y, z: x @ (y @ z)).lower(x, y, z).cost_analysis()['flops']
+    30000.0
+    >>> jax.jit(jnp.linalg.multi_dot).lower([x, y, z]).cost_analysis()['flops']
+    30000.0
+    """
+def norm(x: Any, ord: Any = None, axis: (int | str | tuple[int | str, ...] | None) = None, keepdims: bool = False) -> Any:
+    """``jnp.linalg.norm`` where ``axis`` may hold names: one axis is a vector norm, two a matrix norm.
+
+    >>> import namedarray as nx, jax.numpy as jnp
+    >>> x = nx.wrap(jnp.ones((2, 3, 4)), ["i", "j", "b"])
+    >>> nx.linalg.norm(x, "fro", axis=("i", "j")).named_shape
+    {'b': 4}
+    """
 @overload
 def outer(x1: NamedArray, x2: NamedArray | ArrayLike, /) -> NamedArray: ...
 @overload
 def outer(x1: NamedArray | ArrayLike, x2: NamedArray, /) -> NamedArray: ...
 @overload
-def outer(x1: ArrayLike, x2: ArrayLike, /) -> Array: ...
+def outer(x1: ArrayLike, x2: ArrayLike, /) -> Array:
+    """``nx.linalg.outer`` is lifted: it runs as if vmapped over every named axis of its NamedArray arguments, and
+    the result carries their names. Integer axis arguments count positional axes only, and a value
+    whose names leave it too few positional axes is an error.
+
+    The documentation of ``jax.numpy.linalg.outer`` follows.
+
+    Compute the outer product of two 1-dimensional arrays.
+
+    JAX implementation of :func:`numpy.linalg.outer`.
+
+    Args:
+      x1: array
+      x2: array
+
+    Returns:
+      array containing the outer product of ``x1`` and ``x2``
+
+    See also:
+      :func:`jax.numpy.outer`: similar function in the main :mod:`jax.numpy` module.
+
+    Examples:
+      >>> x1 = jnp.array([1, 2, 3])
+      >>> x2 = jnp.array([4, 5, 6])
+      >>> jnp.linalg.outer(x1, x2)
+      Array([[ 4,  5,  6],
+             [ 8, 10, 12],
+             [12, 15, 18]], dtype=int32)
+    """
 @overload
 def pinv(a: NamedArray, rtol: NamedArray | ArrayLike | None = None, hermitian: bool = False, *, rcond: NamedArray | ArrayLike | None = None) -> NamedArray: ...
 @overload
@@ -93,20 +909,219 @@ def pinv(a: NamedArray | ArrayLike, *, rtol: NamedArray, hermitian: bool = False
 @overload
 def pinv(a: NamedArray | ArrayLike, rtol: NamedArray | ArrayLike | None = None, hermitian: bool = False, *, rcond: NamedArray) -> NamedArray: ...
 @overload
-def pinv(a: ArrayLike, rtol: ArrayLike | None = ..., hermitian: bool = False, *, rcond: ArrayLike | None = ...) -> Array: ...
+def pinv(a: ArrayLike, rtol: ArrayLike | None = ..., hermitian: bool = False, *, rcond: ArrayLike | None = ...) -> Array:
+    """``nx.linalg.pinv`` is lifted: it runs as if vmapped over every named axis of its NamedArray arguments, and
+    the result carries their names. Integer axis arguments count positional axes only, and a value
+    whose names leave it too few positional axes is an error.
+
+    The documentation of ``jax.numpy.linalg.pinv`` follows.
+
+    Compute the (Moore-Penrose) pseudo-inverse of a matrix.
+
+    JAX implementation of :func:`numpy.linalg.pinv`.
+
+    Args:
+      a: array of shape ``(..., M, N)`` containing matrices to pseudo-invert.
+      rtol: float or array_like of shape ``a.shape[:-2]``. Specifies the cutoff
+        for small singular values.of shape ``(...,)``.
+        Cutoff for small singular values; singular values smaller
+        ``rtol * largest_singular_value`` are treated as zero. The default is
+        determined based on the floating point precision of the dtype.
+      hermitian: if True, then the input is assumed to be Hermitian, and a more
+        efficient algorithm is used (default: False)
+      rcond: alias of the `rtol` argument, present for backward compatibility.
+        Only one of `rtol` and `rcond` may be specified.
+
+    Returns:
+      An array of shape ``(..., N, M)`` containing the pseudo-inverse of ``a``.
+
+    See also:
+      - :func:`jax.numpy.linalg.inv`: multiplicative inverse of a square matrix.
+
+    Notes:
+      :func:`jax.numpy.linalg.pinv` differs from :func:`numpy.linalg.pinv` in the
+      default value of `rcond``: in NumPy, the default  is `1e-15`. In JAX, the
+      default is ``10. * max(num_rows, num_cols) * jnp.finfo(dtype).eps``.
+
+    Examples:
+      >>> a = jnp.array([[1, 2],
+      ...                [3, 4],
+      ...                [5, 6]])
+      >>> a_pinv = jnp.linalg.pinv(a)
+      >>> a_pinv  # doctest: +SKIP
+      Array([[-1.333332  , -0.33333257,  0.6666657 ],
+             [ 1.0833322 ,  0.33333272, -0.41666582]], dtype=float32)
+
+      The pseudo-inverse operates as a multiplicative inverse so long as the
+      output is not rank-deficient:
+
+      >>> jnp.allclose(a_pinv @ a, jnp.eye(2), atol=1E-4)
+      Array(True, dtype=bool)
+    """
 @overload
 def qr(a: ArrayLike, mode: Literal['reduced', 'complete', 'raw', 'full'] = 'reduced') -> Any: ...
 @overload
 def qr(a: ArrayLike, mode: Literal['r']) -> Array: ...
 @overload
-def qr(a: ArrayLike, mode: str) -> Any: ...
-def slogdet(a: NamedArray | ArrayLike, *, method: str | None = None) -> Any: ...
+def qr(a: ArrayLike, mode: str) -> Any:
+    """``nx.linalg.qr`` is lifted: it runs as if vmapped over every named axis of its NamedArray arguments, and
+    the result carries their names. Integer axis arguments count positional axes only, and a value
+    whose names leave it too few positional axes is an error.
+
+    The documentation of ``jax.numpy.linalg.qr`` follows.
+
+    Compute the QR decomposition of an array
+
+    JAX implementation of :func:`numpy.linalg.qr`.
+
+    The QR decomposition of a matrix `A` is given by
+
+    .. math::
+
+       A = QR
+
+    Where `Q` is a unitary matrix (i.e. :math:`Q^HQ=I`) and `R` is an upper-triangular
+    matrix.
+
+    Args:
+      a: array of shape (..., M, N)
+      mode: Computational mode. Supported values are:
+
+        - ``"reduced"`` (default): return `Q` of shape ``(..., M, K)`` and `R` of shape
+          ``(..., K, N)``, where ``K = min(M, N)``.
+        - ``"complete"``: return `Q` of shape ``(..., M, M)`` and `R` of shape ``(..., M, N)``.
+        - ``"raw"``: return lapack-internal representations of shape ``(..., M, N)`` and ``(..., K)``.
+        - ``"r"``: return `R` only.
+
+    Returns:
+      A tuple ``(Q, R)`` (if ``mode`` is not ``"r"``) otherwise an array ``R``,
+      where:
+
+      - ``Q`` is an orthogonal matrix of shape ``(..., M, K)`` (if ``mode`` is ``"reduced"``)
+        or ``(..., M, M)`` (if ``mode`` is ``"complete"``).
+      - ``R`` is an upper-triangular matrix of shape ``(..., M, N)`` (if ``mode`` is
+        ``"r"`` or ``"complete"``) or ``(..., K, N)`` (if ``mode`` is ``"reduced"``)
+
+      with ``K = min(M, N)``.
+
+    See also:
+      - :func:`jax.scipy.linalg.qr`: SciPy-style QR decomposition API
+      - :func:`jax.lax.linalg.qr`: XLA-style QR decomposition API
+
+    Examples:
+      Compute the QR decomposition of a matrix:
+
+      >>> a = jnp.array([[1., 2., 3., 4.],
+      ...                [5., 4., 2., 1.],
+      ...                [6., 3., 1., 5.]])
+      >>> Q, R = jnp.linalg.qr(a)
+      >>> Q  # doctest: +SKIP
+      Array([[-0.12700021, -0.7581426 , -0.6396022 ],
+             [-0.63500065, -0.43322435,  0.63960224],
+             [-0.7620008 ,  0.48737738, -0.42640156]], dtype=float32)
+      >>> R  # doctest: +SKIP
+      Array([[-7.8740077, -5.080005 , -2.4130025, -4.953006 ],
+             [ 0.       , -1.7870499, -2.6534991, -1.028908 ],
+             [ 0.       ,  0.       , -1.0660033, -4.050814 ]], dtype=float32)
+
+      Check that ``Q`` is orthonormal:
+
+      >>> jnp.allclose(Q.T @ Q, jnp.eye(3), atol=1E-5)
+      Array(True, dtype=bool)
+
+      Reconstruct the input:
+
+      >>> jnp.allclose(Q @ R, a)
+      Array(True, dtype=bool)
+    """
+def slogdet(a: NamedArray | ArrayLike, *, method: str | None = None) -> Any:
+    """``nx.linalg.slogdet`` is lifted: it runs as if vmapped over every named axis of its NamedArray arguments, and
+    the result carries their names. Integer axis arguments count positional axes only, and a value
+    whose names leave it too few positional axes is an error.
+
+    The documentation of ``jax.numpy.linalg.slogdet`` follows.
+
+    Compute the sign and (natural) logarithm of the determinant of an array.
+
+    JAX implementation of :func:`numpy.linalg.slogdet`.
+
+    Args:
+      a: array of shape ``(..., M, M)`` for which to compute the sign and log determinant.
+      method: the method to use for determinant computation. Options are
+
+        - ``'lu'`` (default): use the LU decomposition.
+        - ``'qr'``: use the QR decomposition.
+
+    Returns:
+      A tuple of arrays ``(sign, logabsdet)``, each of shape ``a.shape[:-2]``
+
+      - ``sign`` is the sign of the determinant.
+      - ``logabsdet`` is the natural log of the determinant's absolute value.
+
+    See also:
+      :func:`jax.numpy.linalg.det`: direct computation of determinant
+
+    Examples:
+      >>> a = jnp.array([[1, 2],
+      ...                [3, 4]])
+      >>> sign, logabsdet = jnp.linalg.slogdet(a)
+      >>> sign  # -1 indicates negative determinant
+      Array(-1., dtype=float32)
+      >>> jnp.exp(logabsdet)  # Absolute value of determinant
+      Array(2., dtype=float32)
+    """
 @overload
 def solve(a: NamedArray, b: NamedArray | ArrayLike) -> NamedArray: ...
 @overload
 def solve(a: NamedArray | ArrayLike, b: NamedArray) -> NamedArray: ...
 @overload
-def solve(a: ArrayLike, b: ArrayLike) -> Array: ...
+def solve(a: ArrayLike, b: ArrayLike) -> Array:
+    """``nx.linalg.solve`` is lifted: it runs as if vmapped over every named axis of its NamedArray arguments, and
+    the result carries their names. Integer axis arguments count positional axes only, and a value
+    whose names leave it too few positional axes is an error.
+
+    The documentation of ``jax.numpy.linalg.solve`` follows.
+
+    Solve a linear system of equations.
+
+    JAX implementation of :func:`numpy.linalg.solve`.
+
+    This solves a (batched) linear system of equations ``a @ x = b``
+    for ``x`` given ``a`` and ``b``.
+
+    If ``a`` is singular, this will return ``nan`` or ``inf`` values.
+
+    Args:
+      a: array of shape ``(..., N, N)``.
+      b: array of shape ``(N,)`` (for 1-dimensional right-hand-side) or
+        ``(..., N, M)`` (for batched 2-dimensional right-hand-side).
+
+    Returns:
+      An array containing the result of the linear solve if ``a`` is non-singular.
+      The result has shape ``(..., N)`` if ``b`` is of shape ``(N,)``, and has
+      shape ``(..., N, M)`` otherwise.
+      If ``a`` is singular, the result contains ``nan`` or ``inf`` values.
+
+    See also:
+      - :func:`jax.scipy.linalg.solve`: SciPy-style API for solving linear systems.
+      - :func:`jax.lax.custom_linear_solve`: matrix-free linear solver.
+
+    Examples:
+      A simple 3x3 linear system:
+
+      >>> A = jnp.array([[1., 2., 3.],
+      ...                [2., 4., 2.],
+      ...                [3., 2., 1.]])
+      >>> b = jnp.array([14., 16., 10.])
+      >>> x = jnp.linalg.solve(A, b)
+      >>> x
+      Array([1., 2., 3.], dtype=float32)
+
+      Confirming that the result solves the system:
+
+      >>> jnp.allclose(A @ x, b)
+      Array(True, dtype=bool)
+    """
 @overload
 def svd(a: ArrayLike, full_matrices: bool = True, *, compute_uv: Literal[True], hermitian: bool = False, subset_by_index: tuple[int, int] | None = None) -> Any: ...
 @overload
@@ -116,35 +1131,384 @@ def svd(a: ArrayLike, full_matrices: bool = True, *, compute_uv: Literal[False],
 @overload
 def svd(a: ArrayLike, full_matrices: bool, compute_uv: Literal[False], hermitian: bool = False, subset_by_index: tuple[int, int] | None = None) -> Array: ...
 @overload
-def svd(a: ArrayLike, full_matrices: bool = True, compute_uv: bool = True, hermitian: bool = False, subset_by_index: tuple[int, int] | None = None) -> Any: ...
+def svd(a: ArrayLike, full_matrices: bool = True, compute_uv: bool = True, hermitian: bool = False, subset_by_index: tuple[int, int] | None = None) -> Any:
+    """``nx.linalg.svd`` is lifted: it runs as if vmapped over every named axis of its NamedArray arguments, and
+    the result carries their names. Integer axis arguments count positional axes only, and a value
+    whose names leave it too few positional axes is an error.
+
+    The documentation of ``jax.numpy.linalg.svd`` follows.
+
+    Compute the singular value decomposition.
+
+    JAX implementation of :func:`numpy.linalg.svd`, implemented in terms of
+    :func:`jax.lax.linalg.svd`.
+
+    The SVD of a matrix `A` is given by
+
+    .. math::
+
+       A = U\\Sigma V^H
+
+    - :math:`U` contains the left singular vectors and satisfies :math:`U^HU=I`
+    - :math:`V` contains the right singular vectors and satisfies :math:`V^HV=I`
+    - :math:`\\Sigma` is a diagonal matrix of singular values.
+
+    Args:
+      a: input array, of shape ``(..., N, M)``
+      full_matrices: if True (default) compute the full matrices; i.e. ``u`` and ``vh`` have
+        shape ``(..., N, N)`` and ``(..., M, M)``. If False, then the shapes are
+        ``(..., N, K)`` and ``(..., K, M)`` with ``K = min(N, M)``.
+      compute_uv: if True (default), return the full SVD ``(u, s, vh)``. If False then return
+        only the singular values ``s``.
+      hermitian: if True, assume the matrix is hermitian, which allows for a more efficient
+        implementation (default=False)
+      subset_by_index: (TPU-only) Optional 2-tuple [start, end] indicating the range of
+        indices of singular values to compute. For example, if ``[n-2, n]`` then
+        ``svd`` computes the two largest singular values and their singular vectors.
+        Only compatible with ``full_matrices=False``.
+
+    Returns:
+      A tuple of arrays ``(u, s, vh)`` if ``compute_uv`` is True, otherwise the array ``s``.
+
+      - ``u``: left singular vectors of shape ``(..., N, N)`` if ``full_matrices`` is True
+        or ``(..., N, K)`` otherwise.
+      - ``s``: singular values of shape ``(..., K)``
+      - ``vh``: conjugate-transposed right singular vectors of shape ``(..., M, M)``
+        if ``full_matrices`` is True or ``(..., K, M)`` otherwise.
+
+      where ``K = min(N, M)``.
+
+    See also:
+      - :func:`jax.scipy.linalg.svd`: SciPy-style SVD API
+      - :func:`jax.lax.linalg.svd`: XLA-style SVD API
+
+    Examples:
+      Consider the SVD of a small real-valued array:
+
+      >>> x = jnp.array([[1., 2., 3.],
+      ...                [6., 5., 4.]])
+      >>> u, s, vt = jnp.linalg.svd(x, full_matrices=False)
+      >>> s  # doctest: +SKIP
+      Array([9.361919 , 1.8315067], dtype=float32)
+
+      The singular vectors are in the columns of ``u`` and ``v = vt.T``. These vectors are
+      orthonormal, which can be demonstrated by comparing the matrix product with the
+      identity matrix:
+
+      >>> jnp.allclose(u.T @ u, jnp.eye(2), atol=1E-5)
+      Array(True, dtype=bool)
+      >>> v = vt.T
+      >>> jnp.allclose(v.T @ v, jnp.eye(2), atol=1E-5)
+      Array(True, dtype=bool)
+
+      Given the SVD, ``x`` can be reconstructed via matrix multiplication:
+
+      >>> x_reconstructed = u @ jnp.diag(s) @ vt
+      >>> jnp.allclose(x_reconstructed, x)
+      Array(True, dtype=bool)
+    """
 @overload
 def svdvals(x: NamedArray, /) -> NamedArray: ...
 @overload
-def svdvals(x: ArrayLike, /) -> Array: ...
+def svdvals(x: ArrayLike, /) -> Array:
+    """``nx.linalg.svdvals`` is lifted: it runs as if vmapped over every named axis of its NamedArray arguments, and
+    the result carries their names. Integer axis arguments count positional axes only, and a value
+    whose names leave it too few positional axes is an error.
+
+    The documentation of ``jax.numpy.linalg.svdvals`` follows.
+
+    Compute the singular values of a matrix.
+
+    JAX implementation of :func:`numpy.linalg.svdvals`.
+
+    Args:
+      x: array of shape ``(..., M, N)`` for which singular values will be computed.
+
+    Returns:
+      array of singular values of shape ``(..., K)`` with ``K = min(M, N)``.
+
+    See also:
+      :func:`jax.numpy.linalg.svd`: compute singular values and singular vectors
+
+    Examples:
+      >>> x = jnp.array([[1, 2, 3],
+      ...                [4, 5, 6]])
+      >>> jnp.linalg.svdvals(x)
+      Array([9.508031 , 0.7728694], dtype=float32)
+    """
 @overload
 def tensordot(x1: NamedArray, x2: NamedArray | ArrayLike, /, *, axes: int | tuple[Sequence[int], Sequence[int]] = 2, precision: Any = None, preferred_element_type: DTypeLike | None = None, out_sharding: Any = None) -> NamedArray: ...
 @overload
 def tensordot(x1: NamedArray | ArrayLike, x2: NamedArray, /, *, axes: int | tuple[Sequence[int], Sequence[int]] = 2, precision: Any = None, preferred_element_type: DTypeLike | None = None, out_sharding: Any = None) -> NamedArray: ...
 @overload
-def tensordot(x1: ArrayLike, x2: ArrayLike, /, *, axes: int | tuple[Sequence[int], Sequence[int]] = 2, precision: Any = None, preferred_element_type: DTypeLike | None = None, out_sharding: Any = None) -> Array: ...
+def tensordot(x1: ArrayLike, x2: ArrayLike, /, *, axes: int | tuple[Sequence[int], Sequence[int]] = 2, precision: Any = None, preferred_element_type: DTypeLike | None = None, out_sharding: Any = None) -> Array:
+    """``nx.linalg.tensordot`` is lifted: it runs as if vmapped over every named axis of its NamedArray arguments, and
+    the result carries their names. Integer axis arguments count positional axes only, and a value
+    whose names leave it too few positional axes is an error.
+
+    The documentation of ``jax.numpy.linalg.tensordot`` follows.
+
+    Compute the tensor dot product of two N-dimensional arrays.
+
+    JAX implementation of :func:`numpy.linalg.tensordot`.
+
+    Args:
+      x1: N-dimensional array
+      x2: M-dimensional array
+      axes: integer or tuple of sequences of integers. If an integer `k`, then
+        sum over the last `k` axes of ``x1`` and the first `k` axes of ``x2``,
+        in order. If a tuple, then ``axes[0]`` specifies the axes of ``x1`` and
+        ``axes[1]`` specifies the axes of ``x2``.
+      precision: either ``None`` (default), which means the default precision for
+        the backend, a :class:`~jax.lax.Precision` enum value (``Precision.DEFAULT``,
+        ``Precision.HIGH`` or ``Precision.HIGHEST``) or a tuple of two
+        such values indicating precision of ``x1`` and ``x2``.
+      preferred_element_type: either ``None`` (default), which means the default
+        accumulation type for the input types, or a datatype, indicating to
+        accumulate results to and return a result with that datatype.
+
+    Returns:
+      array containing the tensor dot product of the inputs
+
+    See also:
+      - :func:`jax.numpy.tensordot`: equivalent API in the :mod:`jax.numpy` namespace.
+      - :func:`jax.numpy.einsum`: NumPy API for more general tensor contractions.
+      - :func:`jax.lax.dot_general`: XLA API for more general tensor contractions.
+
+    Examples:
+      >>> x1 = jnp.arange(24.).reshape(2, 3, 4)
+      >>> x2 = jnp.ones((3, 4, 5))
+      >>> jnp.linalg.tensordot(x1, x2)
+      Array([[ 66.,  66.,  66.,  66.,  66.],
+             [210., 210., 210., 210., 210.]], dtype=float32)
+
+      Equivalent result when specifying the axes as explicit sequences:
+
+      >>> jnp.linalg.tensordot(x1, x2, axes=([1, 2], [0, 1]))
+      Array([[ 66.,  66.,  66.,  66.,  66.],
+             [210., 210., 210., 210., 210.]], dtype=float32)
+
+      Equivalent result via :func:`~jax.numpy.einsum`:
+
+      >>> jnp.einsum('ijk,jkm->im', x1, x2)
+      Array([[ 66.,  66.,  66.,  66.,  66.],
+             [210., 210., 210., 210., 210.]], dtype=float32)
+
+      Setting ``axes=1`` for two-dimensional inputs is equivalent to a matrix
+      multiplication:
+
+      >>> x1 = jnp.array([[1, 2],
+      ...                 [3, 4]])
+      >>> x2 = jnp.array([[1, 2, 3],
+      ...                 [4, 5, 6]])
+      >>> jnp.linalg.tensordot(x1, x2, axes=1)
+      Array([[ 9, 12, 15],
+             [19, 26, 33]], dtype=int32)
+      >>> x1 @ x2
+      Array([[ 9, 12, 15],
+             [19, 26, 33]], dtype=int32)
+
+      Setting ``axes=0`` for one-dimensional inputs is equivalent to
+      :func:`jax.numpy.linalg.outer`:
+
+      >>> x1 = jnp.array([1, 2])
+      >>> x2 = jnp.array([1, 2, 3])
+      >>> jnp.linalg.tensordot(x1, x2, axes=0)
+      Array([[1, 2, 3],
+             [2, 4, 6]], dtype=int32)
+      >>> jnp.linalg.outer(x1, x2)
+      Array([[1, 2, 3],
+             [2, 4, 6]], dtype=int32)
+    """
 @overload
 def tensorinv(a: NamedArray, ind: int = 2) -> NamedArray: ...
 @overload
-def tensorinv(a: ArrayLike, ind: int = 2) -> Array: ...
+def tensorinv(a: ArrayLike, ind: int = 2) -> Array:
+    """``nx.linalg.tensorinv`` is lifted: it runs as if vmapped over every named axis of its NamedArray arguments, and
+    the result carries their names. Integer axis arguments count positional axes only, and a value
+    whose names leave it too few positional axes is an error.
+
+    The documentation of ``jax.numpy.linalg.tensorinv`` follows.
+
+    Compute the tensor inverse of an array.
+
+    JAX implementation of :func:`numpy.linalg.tensorinv`.
+
+    This computes the inverse of the :func:`~jax.numpy.linalg.tensordot`
+    operation with the same ``ind`` value.
+
+    Args:
+      a: array to be inverted. Must have ``prod(a.shape[:ind]) == prod(a.shape[ind:])``
+      ind: positive integer specifying the number of indices in the tensor product.
+
+    Returns:
+      array of shape ``(*a.shape[ind:], *a.shape[:ind])`` containing the
+      tensor inverse of ``a``.
+
+    See also:
+      - :func:`jax.numpy.linalg.tensordot`
+      - :func:`jax.numpy.linalg.tensorsolve`
+
+    Examples:
+      >>> key = jax.random.key(1337)
+      >>> x = jax.random.normal(key, shape=(2, 2, 4))
+      >>> xinv = jnp.linalg.tensorinv(x, 2)
+      >>> xinv_x = jnp.linalg.tensordot(xinv, x, axes=2)
+      >>> jnp.allclose(xinv_x, jnp.eye(4), atol=1E-4)
+      Array(True, dtype=bool)
+    """
 @overload
 def tensorsolve(a: NamedArray, b: NamedArray | ArrayLike, axes: tuple[int, ...] | None = None) -> NamedArray: ...
 @overload
 def tensorsolve(a: NamedArray | ArrayLike, b: NamedArray, axes: tuple[int, ...] | None = None) -> NamedArray: ...
 @overload
-def tensorsolve(a: ArrayLike, b: ArrayLike, axes: tuple[int, ...] | None = None) -> Array: ...
+def tensorsolve(a: ArrayLike, b: ArrayLike, axes: tuple[int, ...] | None = None) -> Array:
+    """``nx.linalg.tensorsolve`` is lifted: it runs as if vmapped over every named axis of its NamedArray arguments, and
+    the result carries their names. Integer axis arguments count positional axes only, and a value
+    whose names leave it too few positional axes is an error.
+
+    The documentation of ``jax.numpy.linalg.tensorsolve`` follows.
+
+    Solve the tensor equation a x = b for x.
+
+    JAX implementation of :func:`numpy.linalg.tensorsolve`.
+
+    Args:
+      a: input array. After reordering via ``axes`` (see below), shape must be
+        ``(*b.shape, *x.shape)``.
+      b: right-hand-side array.
+      axes: optional tuple specifying axes of ``a`` that should be moved to the end
+
+    Returns:
+      array x such that after reordering of axes of ``a``, ``tensordot(a, x, x.ndim)``
+      is equivalent to ``b``.
+
+    See also:
+      - :func:`jax.numpy.linalg.tensordot`
+      - :func:`jax.numpy.linalg.tensorinv`
+
+    Examples:
+      >>> key1, key2 = jax.random.split(jax.random.key(8675309))
+      >>> a = jax.random.normal(key1, shape=(2, 2, 4))
+      >>> b = jax.random.normal(key2, shape=(2, 2))
+      >>> x = jnp.linalg.tensorsolve(a, b)
+      >>> x.shape
+      (4,)
+
+      Now show that ``x`` can be used to reconstruct ``b`` using
+      :func:`~jax.numpy.linalg.tensordot`:
+
+      >>> b_reconstructed = jnp.linalg.tensordot(a, x, axes=x.ndim)
+      >>> jnp.allclose(b, b_reconstructed)
+      Array(True, dtype=bool)
+    """
 @overload
 def trace(x: NamedArray, /, *, offset: int = 0, dtype: DTypeLike | None = None) -> NamedArray: ...
 @overload
-def trace(x: ArrayLike, /, *, offset: int = 0, dtype: DTypeLike | None = None) -> Array: ...
+def trace(x: ArrayLike, /, *, offset: int = 0, dtype: DTypeLike | None = None) -> Array:
+    """``nx.linalg.trace`` is lifted: it runs as if vmapped over every named axis of its NamedArray arguments, and
+    the result carries their names. Integer axis arguments count positional axes only, and a value
+    whose names leave it too few positional axes is an error.
+
+    The documentation of ``jax.numpy.linalg.trace`` follows.
+
+    Compute the trace of a matrix.
+
+    JAX implementation of :func:`numpy.linalg.trace`.
+
+    Args:
+      x: array of shape ``(..., M, N)`` and whose innermost two
+        dimensions form MxN matrices for which to take the trace.
+      offset: positive or negative offset from the main diagonal
+        (default: 0).
+      dtype: data type of the returned array (default: ``None``). If ``None``,
+        then output dtype will match the dtype of ``x``, promoted to default
+        precision in the case of integer types.
+
+    Returns:
+      array of batched traces with shape ``x.shape[:-2]``
+
+    See also:
+      - :func:`jax.numpy.trace`: similar API in the ``jax.numpy`` namespace.
+
+    Examples:
+      Trace of a single matrix:
+
+      >>> x = jnp.array([[1,  2,  3,  4],
+      ...                [5,  6,  7,  8],
+      ...                [9, 10, 11, 12]])
+      >>> jnp.linalg.trace(x)
+      Array(18, dtype=int32)
+      >>> jnp.linalg.trace(x, offset=1)
+      Array(21, dtype=int32)
+      >>> jnp.linalg.trace(x, offset=-1, dtype="float32")
+      Array(15., dtype=float32)
+
+      Batched traces:
+
+      >>> x = jnp.arange(24).reshape(2, 3, 4)
+      >>> jnp.linalg.trace(x)
+      Array([15, 51], dtype=int32)
+    """
 @overload
 def vecdot(x1: NamedArray, x2: NamedArray | ArrayLike, /, *, axis: int = -1, precision: Any = None, preferred_element_type: DTypeLike | None = None) -> NamedArray: ...
 @overload
 def vecdot(x1: NamedArray | ArrayLike, x2: NamedArray, /, *, axis: int = -1, precision: Any = None, preferred_element_type: DTypeLike | None = None) -> NamedArray: ...
 @overload
-def vecdot(x1: ArrayLike, x2: ArrayLike, /, *, axis: int = -1, precision: Any = None, preferred_element_type: DTypeLike | None = None) -> Array: ...
-def vector_norm(x: Any, /, *, axis: (int | str | tuple[int | str, ...] | None) = None, keepdims: bool = False, ord: Any = 2) -> Any: ...
+def vecdot(x1: ArrayLike, x2: ArrayLike, /, *, axis: int = -1, precision: Any = None, preferred_element_type: DTypeLike | None = None) -> Array:
+    """``nx.linalg.vecdot`` is lifted: it runs as if vmapped over every named axis of its NamedArray arguments, and
+    the result carries their names. Integer axis arguments count positional axes only, and a value
+    whose names leave it too few positional axes is an error.
+
+    The documentation of ``jax.numpy.linalg.vecdot`` follows.
+
+    Compute the (batched) vector conjugate dot product of two arrays.
+
+    JAX implementation of :func:`numpy.linalg.vecdot`.
+
+    Args:
+      x1: left-hand side array.
+      x2: right-hand side array. Size of ``x2[axis]`` must match size of ``x1[axis]``,
+        and remaining dimensions must be broadcast-compatible.
+      axis: axis along which to compute the dot product (default: -1)
+      precision: either ``None`` (default), which means the default precision for
+        the backend, a :class:`~jax.lax.Precision` enum value (``Precision.DEFAULT``,
+        ``Precision.HIGH`` or ``Precision.HIGHEST``) or a tuple of two
+        such values indicating precision of ``x1`` and ``x2``.
+      preferred_element_type: either ``None`` (default), which means the default
+        accumulation type for the input types, or a datatype, indicating to
+        accumulate results to and return a result with that datatype.
+
+    Returns:
+      array containing the conjugate dot product of ``x1`` and ``x2`` along ``axis``.
+      The non-contracted dimensions are broadcast together.
+
+    See also:
+      - :func:`jax.numpy.vecdot`: similar API in the ``jax.numpy`` namespace.
+      - :func:`jax.numpy.linalg.matmul`: matrix multiplication.
+      - :func:`jax.numpy.linalg.tensordot`: general tensor dot product.
+
+    Examples:
+      Vector dot product of two 1D arrays:
+
+      >>> x1 = jnp.array([1, 2, 3])
+      >>> x2 = jnp.array([4, 5, 6])
+      >>> jnp.linalg.vecdot(x1, x2)
+      Array(32, dtype=int32)
+
+      Batched vector dot product of two 2D arrays:
+
+      >>> x1 = jnp.array([[1, 2, 3],
+      ...                 [4, 5, 6]])
+      >>> x2 = jnp.array([[2, 3, 4]])
+      >>> jnp.linalg.vecdot(x1, x2, axis=-1)
+      Array([20, 47], dtype=int32)
+    """
+def vector_norm(x: Any, /, *, axis: (int | str | tuple[int | str, ...] | None) = None, keepdims: bool = False, ord: Any = 2) -> Any:
+    """``jnp.linalg.vector_norm`` where ``axis`` may hold names (the axes are flattened into one vector).
+
+    >>> import namedarray as nx, jax.numpy as jnp
+    >>> x = nx.wrap(jnp.ones((2, 2, 3)), ["h", "d", "b"])
+    >>> nx.linalg.vector_norm(x, axis=("h", "d")).unwrap(["b"]).tolist()
+    [2.0, 2.0, 2.0]
+    """

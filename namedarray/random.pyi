@@ -15,23 +15,129 @@ from namedarray.core.array import NamedArray as NamedArray
 
 __all__ = ['key', 'PRNGKey', 'key_data', 'wrap_key_data', 'split', 'fold_in', 'normal', 'uniform', 'bernoulli', 'randint', 'truncated_normal', 'gumbel', 'exponential', 'laplace', 'logistic', 'cauchy', 'rademacher', 'gamma', 'beta', 'poisson', 'categorical', 'permutation']
 
-def key(seed: int | ArrayLike, *, impl: Any = None, dtype: Any = None) -> Array: ...
-def PRNGKey(seed: int | ArrayLike, *, impl: Any = None) -> Array: ...
-def key_data(keys: ArrayLike) -> Array: ...
-def wrap_key_data(key_bits_array: Array, *, impl: Any = None, dtype: Any = None): ...
+def key(seed: int | ArrayLike, *, impl: Any = None, dtype: Any = None) -> Array:
+    """Create a pseudo-random number generator (PRNG) key given an integer seed.
+
+    The result is a scalar array containing a key, whose dtype indicates
+    the default PRNG implementation, as determined by the optional
+    ``dtype`` or ``impl`` argument or, otherwise, by the ``jax_default_prng_impl``
+    config flag at the time when this function is called.
+
+    Args:
+      seed: a 64- or 32-bit integer used as the value of the key.
+      impl: optional string specifying the PRNG implementation (e.g.
+        ``'threefry2x32'``). Deprecated in favor of ``dtype``.
+      dtype: optional dtype or string name specifying the PRNG implementation
+        (e.g. ``jax.random.key_dtype('threefry2x32')`` or ``'threefry2x32'``).
+
+    Returns:
+      A scalar PRNG key array, consumable by random functions as well as ``split``
+      and ``fold_in``.
+    """
+def PRNGKey(seed: int | ArrayLike, *, impl: Any = None) -> Array:
+    """Create a legacy PRNG key given an integer seed.
+
+    This function produces old-style legacy PRNG keys, which are arrays
+    of dtype ``uint32``. For more, see the note in the `PRNG keys
+    <https://docs.jax.dev/en/latest/jax.random.html#prng-keys>`_
+    section. When possible, :func:`jax.random.key` is recommended for
+    use instead.
+
+    The resulting key does not carry a PRNG implementation. The returned
+    key matches the implementation given by the optional ``impl``
+    argument or, otherwise, determined by the ``jax_default_prng_impl``
+    config flag. Callers must ensure that same implementation is set as
+    the default when passing this key as an argument to other functions
+    (such as ``jax.random.split`` and ``jax.random.normal``).
+
+    Args:
+      seed: a 64- or 32-bit integer used as the value of the key.
+      impl: optional string specifying the PRNG implementation (e.g.
+        ``'threefry2x32'``)
+
+    Returns:
+      A PRNG key, consumable by random functions as well as ``split``
+      and ``fold_in``.
+    """
+def key_data(keys: ArrayLike) -> Array:
+    """Recover the bits of key data underlying a PRNG key array."""
+def wrap_key_data(key_bits_array: Array, *, impl: Any = None, dtype: Any = None):
+    """Wrap an array of key data bits into a PRNG key array.
+
+    Args:
+      key_bits_array: a ``uint32`` array with trailing shape corresponding to
+        the key shape of the PRNG implementation specified by ``impl``.
+      impl: optional, specifies a PRNG implementation, as in ``random.key``.
+      dtype: optional dtype or string name specifying the PRNG implementation
+        (e.g. ``jax.random.key_dtype('threefry2x32')`` or ``'threefry2x32'``).
+
+    Returns:
+      A PRNG key array, whose dtype is a subdtype of ``jax.dtypes.prng_key``
+        corresponding to ``impl``, and whose shape equals the leading shape
+        of ``key_bits_array.shape`` up to the key bit dimensions.
+
+    Examples:
+      Construct a key, and extract its data and dtype:
+
+      >>> import jax
+      >>> key = jax.random.key(42)
+      >>> data = jax.random.key_data(key)
+      >>> dtype = key.dtype
+
+      Reconstruct an equivalent key with :func:`wrap_key_data`:
+
+      >>> new_key = jax.random.wrap_key_data(data, dtype=dtype)
+      >>> key == new_key
+      Array(True, dtype=bool)
+    """
 @overload
 def split(key: NamedArray | ArrayLike, num: int | Sequence[int] | None = None, *, named_shape: Mapping[str, int] | Sequence[str] | str) -> NamedArray: ...
 @overload
 def split(key: NamedArray, num: int | Sequence[int] | None = None, *, named_shape: (Mapping[str, int] | Sequence[str] | str | None) = None) -> NamedArray: ...
 @overload
-def split(key: ArrayLike, num: int | Sequence[int] | None = None, *, named_shape: None = None) -> Array: ...
-def fold_in(key: ArrayLike, data: Any) -> Array: ...
+def split(key: ArrayLike, num: int | Sequence[int] | None = None, *, named_shape: None = None) -> Array:
+    """Split ``key`` into new keys: ``num`` of them positionally (``jax.random.split``), and with
+    ``named_shape`` a named key array, one independent key per index of the named axes.
+
+    The result's named shape is ``named_shape`` together with the names the key carries (a key that carries
+    names is split per index, ``named_shape`` may list its names with matching sizes), and its positional
+    shape is ``num`` (none by default when ``named_shape`` is given, else 2). The new names are drawn as
+    the samplers draw them: one ``jax.random.split(key, num + sizes)`` with the names in sorted order, stored
+    as ``named_shape`` lists them, so each key depends on its index along each name, never on the order the
+    names are listed or stored in. The keys are typed key arrays (a uint32 key is read with the default
+    implementation, as ``jax.random.wrap_key_data`` does), which every ``nx.random`` sampler accepts: it
+    then draws with each key independently, and its result carries the key's names too.
+
+    >>> import jax, namedarray as nx
+    >>> keys = nx.random.split(jax.random.key(0), named_shape={"layer": 4})
+    >>> keys.named_shape, keys.shape
+    ({'layer': 4}, ())
+    >>> nx.random.normal(keys, (3,), named_shape={"embed": 8}).named_shape
+    {'embed': 8, 'layer': 4}
+    """
+def fold_in(key: ArrayLike, data: Any) -> Array:
+    """Folds in data to a PRNG key to form a new PRNG key.
+
+    Args:
+      key: a PRNG key (from ``key``, ``split``, ``fold_in``).
+      data: a 32-bit integer representing data to be folded into the key.
+
+    Returns:
+      A new PRNG key that is a deterministic function of the inputs and is
+      statistically safe for producing a stream of new pseudo-random values.
+    """
 @overload
 def normal(key: NamedArray | ArrayLike, shape: (Sequence[int] | int | None) = (), dtype: DTypeLike | None = None, *, named_shape: Mapping[str, int] | Sequence[str] | str) -> NamedArray: ...
 @overload
 def normal(key: NamedArray, shape: (Sequence[int] | int | None) = (), dtype: DTypeLike | None = None, *, named_shape: (Mapping[str, int] | Sequence[str] | str | None) = None) -> NamedArray: ...
 @overload
-def normal(key: ArrayLike, shape: (Sequence[int] | int | None) = (), dtype: DTypeLike | None = None, *, named_shape: None = None) -> Array: ...
+def normal(key: ArrayLike, shape: (Sequence[int] | int | None) = (), dtype: DTypeLike | None = None, *, named_shape: None = None) -> Array:
+    """Standard normal samples of positional ``shape`` and named shape ``named_shape``.
+
+    >>> import jax, namedarray as nx
+    >>> nx.random.normal(jax.random.key(0), named_shape={"i": 3}).named_shape
+    {'i': 3}
+    """
 @overload
 def uniform(key: NamedArray | ArrayLike, shape: (Sequence[int] | int | None) = (), dtype: DTypeLike | None = None, minval: NamedArray | ArrayLike = 0.0, maxval: NamedArray | ArrayLike = 1.0, *, named_shape: Mapping[str, int] | Sequence[str] | str) -> NamedArray: ...
 @overload
@@ -41,7 +147,14 @@ def uniform(key: NamedArray | ArrayLike, shape: (Sequence[int] | int | None) = (
 @overload
 def uniform(key: NamedArray | ArrayLike, shape: (Sequence[int] | int | None) = (), dtype: DTypeLike | None = None, minval: NamedArray | ArrayLike = 0.0, *, maxval: NamedArray, named_shape: (Mapping[str, int] | Sequence[str] | str | None) = None) -> NamedArray: ...
 @overload
-def uniform(key: ArrayLike, shape: (Sequence[int] | int | None) = (), dtype: DTypeLike | None = None, minval: ArrayLike = ..., maxval: ArrayLike = ..., *, named_shape: None = None) -> Array: ...
+def uniform(key: ArrayLike, shape: (Sequence[int] | int | None) = (), dtype: DTypeLike | None = None, minval: ArrayLike = ..., maxval: ArrayLike = ..., *, named_shape: None = None) -> Array:
+    """Uniform samples in ``[minval, maxval)``; the bounds may be NamedArrays (their names join in).
+
+    >>> import jax, jax.numpy as jnp, namedarray as nx
+    >>> hi = nx.wrap(jnp.array([1.0, 10.0]), ["scale"])
+    >>> nx.random.uniform(jax.random.key(0), (5,), maxval=hi).named_shape
+    {'scale': 2}
+    """
 @overload
 def bernoulli(key: NamedArray | ArrayLike, p: NamedArray | ArrayLike = 0.5, shape: (Sequence[int] | int | None) = None, *, named_shape: Mapping[str, int] | Sequence[str] | str) -> NamedArray: ...
 @overload
@@ -49,7 +162,13 @@ def bernoulli(key: NamedArray, p: NamedArray | ArrayLike = 0.5, shape: (Sequence
 @overload
 def bernoulli(key: NamedArray | ArrayLike, *, p: NamedArray, shape: (Sequence[int] | int | None) = None, named_shape: (Mapping[str, int] | Sequence[str] | str | None) = None) -> NamedArray: ...
 @overload
-def bernoulli(key: ArrayLike, p: ArrayLike = ..., shape: (Sequence[int] | int | None) = None, *, named_shape: None = None) -> Array: ...
+def bernoulli(key: ArrayLike, p: ArrayLike = ..., shape: (Sequence[int] | int | None) = None, *, named_shape: None = None) -> Array:
+    """Boolean samples that are True with probability ``p`` (a scalar, array or NamedArray).
+
+    >>> import jax, namedarray as nx
+    >>> nx.random.bernoulli(jax.random.key(0), 0.5, (2,), named_shape={"i": 3}).named_shape
+    {'i': 3}
+    """
 @overload
 def randint(key: NamedArray | ArrayLike, shape: (Sequence[int] | int | None), minval: NamedArray | ArrayLike, maxval: NamedArray | ArrayLike, dtype: DTypeLike | None = None, *, named_shape: Mapping[str, int] | Sequence[str] | str) -> NamedArray: ...
 @overload
@@ -59,7 +178,14 @@ def randint(key: NamedArray | ArrayLike, shape: (Sequence[int] | int | None), mi
 @overload
 def randint(key: NamedArray | ArrayLike, shape: (Sequence[int] | int | None), minval: NamedArray | ArrayLike, maxval: NamedArray, dtype: DTypeLike | None = None, *, named_shape: (Mapping[str, int] | Sequence[str] | str | None) = None) -> NamedArray: ...
 @overload
-def randint(key: ArrayLike, shape: (Sequence[int] | int | None), minval: ArrayLike, maxval: ArrayLike, dtype: DTypeLike | None = None, *, named_shape: None = None) -> Array: ...
+def randint(key: ArrayLike, shape: (Sequence[int] | int | None), minval: ArrayLike, maxval: ArrayLike, dtype: DTypeLike | None = None, *, named_shape: None = None) -> Array:
+    """Integers in ``[minval, maxval)``.
+
+    >>> import jax, namedarray as nx
+    >>> x = nx.random.randint(jax.random.key(0), (), 0, 10, named_shape={"i": 100})
+    >>> bool(nx.all((x >= 0) & (x < 10), axis="i"))
+    True
+    """
 @overload
 def truncated_normal(key: NamedArray | ArrayLike, lower: NamedArray | ArrayLike, upper: NamedArray | ArrayLike, shape: (Sequence[int] | int | None) = None, dtype: DTypeLike | None = None, *, named_shape: Mapping[str, int] | Sequence[str] | str) -> NamedArray: ...
 @overload
@@ -69,43 +195,86 @@ def truncated_normal(key: NamedArray | ArrayLike, lower: NamedArray, upper: Name
 @overload
 def truncated_normal(key: NamedArray | ArrayLike, lower: NamedArray | ArrayLike, upper: NamedArray, shape: (Sequence[int] | int | None) = None, dtype: DTypeLike | None = None, *, named_shape: (Mapping[str, int] | Sequence[str] | str | None) = None) -> NamedArray: ...
 @overload
-def truncated_normal(key: ArrayLike, lower: ArrayLike, upper: ArrayLike, shape: (Sequence[int] | int | None) = None, dtype: DTypeLike | None = None, *, named_shape: None = None) -> Array: ...
+def truncated_normal(key: ArrayLike, lower: ArrayLike, upper: ArrayLike, shape: (Sequence[int] | int | None) = None, dtype: DTypeLike | None = None, *, named_shape: None = None) -> Array:
+    """Standard normal samples truncated to ``(lower, upper)``.
+
+    >>> import jax, namedarray as nx
+    >>> x = nx.random.truncated_normal(jax.random.key(0), -1.0, 1.0, named_shape={"i": 50})
+    >>> bool(nx.all(nx.abs(x) < 1, axis="i"))
+    True
+    """
 @overload
 def gumbel(key: NamedArray | ArrayLike, shape: (Sequence[int] | int | None) = (), dtype: DTypeLike | None = None, mode: str | None = None, *, named_shape: Mapping[str, int] | Sequence[str] | str) -> NamedArray: ...
 @overload
 def gumbel(key: NamedArray, shape: (Sequence[int] | int | None) = (), dtype: DTypeLike | None = None, mode: str | None = None, *, named_shape: (Mapping[str, int] | Sequence[str] | str | None) = None) -> NamedArray: ...
 @overload
-def gumbel(key: ArrayLike, shape: (Sequence[int] | int | None) = (), dtype: DTypeLike | None = None, mode: str | None = None, *, named_shape: None = None) -> Array: ...
+def gumbel(key: ArrayLike, shape: (Sequence[int] | int | None) = (), dtype: DTypeLike | None = None, mode: str | None = None, *, named_shape: None = None) -> Array:
+    """Standard Gumbel samples.
+
+    >>> import jax, namedarray as nx
+    >>> nx.random.gumbel(jax.random.key(0), (2,), named_shape={"i": 3}).shape
+    (2,)
+    """
 @overload
 def exponential(key: NamedArray | ArrayLike, shape: (Sequence[int] | int | None) = (), dtype: DTypeLike | None = None, *, named_shape: Mapping[str, int] | Sequence[str] | str) -> NamedArray: ...
 @overload
 def exponential(key: NamedArray, shape: (Sequence[int] | int | None) = (), dtype: DTypeLike | None = None, *, named_shape: (Mapping[str, int] | Sequence[str] | str | None) = None) -> NamedArray: ...
 @overload
-def exponential(key: ArrayLike, shape: (Sequence[int] | int | None) = (), dtype: DTypeLike | None = None, *, named_shape: None = None) -> Array: ...
+def exponential(key: ArrayLike, shape: (Sequence[int] | int | None) = (), dtype: DTypeLike | None = None, *, named_shape: None = None) -> Array:
+    """``jax.random.exponential`` samples of positional ``shape`` and named shape ``named_shape``.
+
+    >>> import jax, namedarray as nx
+    >>> nx.random.exponential(jax.random.key(0), (2,), named_shape={'i': 3}).named_shape
+    {'i': 3}
+    """
 @overload
 def laplace(key: NamedArray | ArrayLike, shape: (Sequence[int] | int | None) = (), dtype: DTypeLike | None = None, *, named_shape: Mapping[str, int] | Sequence[str] | str) -> NamedArray: ...
 @overload
 def laplace(key: NamedArray, shape: (Sequence[int] | int | None) = (), dtype: DTypeLike | None = None, *, named_shape: (Mapping[str, int] | Sequence[str] | str | None) = None) -> NamedArray: ...
 @overload
-def laplace(key: ArrayLike, shape: (Sequence[int] | int | None) = (), dtype: DTypeLike | None = None, *, named_shape: None = None) -> Array: ...
+def laplace(key: ArrayLike, shape: (Sequence[int] | int | None) = (), dtype: DTypeLike | None = None, *, named_shape: None = None) -> Array:
+    """``jax.random.laplace`` samples of positional ``shape`` and named shape ``named_shape``.
+
+    >>> import jax, namedarray as nx
+    >>> nx.random.laplace(jax.random.key(0), (2,), named_shape={'i': 3}).named_shape
+    {'i': 3}
+    """
 @overload
 def logistic(key: NamedArray | ArrayLike, shape: (Sequence[int] | int | None) = (), dtype: DTypeLike | None = None, *, named_shape: Mapping[str, int] | Sequence[str] | str) -> NamedArray: ...
 @overload
 def logistic(key: NamedArray, shape: (Sequence[int] | int | None) = (), dtype: DTypeLike | None = None, *, named_shape: (Mapping[str, int] | Sequence[str] | str | None) = None) -> NamedArray: ...
 @overload
-def logistic(key: ArrayLike, shape: (Sequence[int] | int | None) = (), dtype: DTypeLike | None = None, *, named_shape: None = None) -> Array: ...
+def logistic(key: ArrayLike, shape: (Sequence[int] | int | None) = (), dtype: DTypeLike | None = None, *, named_shape: None = None) -> Array:
+    """``jax.random.logistic`` samples of positional ``shape`` and named shape ``named_shape``.
+
+    >>> import jax, namedarray as nx
+    >>> nx.random.logistic(jax.random.key(0), (2,), named_shape={'i': 3}).named_shape
+    {'i': 3}
+    """
 @overload
 def cauchy(key: NamedArray | ArrayLike, shape: (Sequence[int] | int | None) = (), dtype: DTypeLike | None = None, *, named_shape: Mapping[str, int] | Sequence[str] | str) -> NamedArray: ...
 @overload
 def cauchy(key: NamedArray, shape: (Sequence[int] | int | None) = (), dtype: DTypeLike | None = None, *, named_shape: (Mapping[str, int] | Sequence[str] | str | None) = None) -> NamedArray: ...
 @overload
-def cauchy(key: ArrayLike, shape: (Sequence[int] | int | None) = (), dtype: DTypeLike | None = None, *, named_shape: None = None) -> Array: ...
+def cauchy(key: ArrayLike, shape: (Sequence[int] | int | None) = (), dtype: DTypeLike | None = None, *, named_shape: None = None) -> Array:
+    """``jax.random.cauchy`` samples of positional ``shape`` and named shape ``named_shape``.
+
+    >>> import jax, namedarray as nx
+    >>> nx.random.cauchy(jax.random.key(0), (2,), named_shape={'i': 3}).named_shape
+    {'i': 3}
+    """
 @overload
 def rademacher(key: NamedArray | ArrayLike, shape: (Sequence[int] | int | None) = (), dtype: DTypeLike | None = None, *, named_shape: Mapping[str, int] | Sequence[str] | str) -> NamedArray: ...
 @overload
 def rademacher(key: NamedArray, shape: (Sequence[int] | int | None) = (), dtype: DTypeLike | None = None, *, named_shape: (Mapping[str, int] | Sequence[str] | str | None) = None) -> NamedArray: ...
 @overload
-def rademacher(key: ArrayLike, shape: (Sequence[int] | int | None) = (), dtype: DTypeLike | None = None, *, named_shape: None = None) -> Array: ...
+def rademacher(key: ArrayLike, shape: (Sequence[int] | int | None) = (), dtype: DTypeLike | None = None, *, named_shape: None = None) -> Array:
+    """Random signs (-1 or +1), each with probability 1/2.
+
+    >>> import jax, namedarray as nx
+    >>> nx.random.rademacher(jax.random.key(0), (2,), named_shape={"i": 3}).named_shape
+    {'i': 3}
+    """
 @overload
 def gamma(key: NamedArray | ArrayLike, a: NamedArray | ArrayLike, shape: (Sequence[int] | int | None) = None, dtype: DTypeLike | None = None, *, named_shape: Mapping[str, int] | Sequence[str] | str) -> NamedArray: ...
 @overload
@@ -113,7 +282,13 @@ def gamma(key: NamedArray, a: NamedArray | ArrayLike, shape: (Sequence[int] | in
 @overload
 def gamma(key: NamedArray | ArrayLike, a: NamedArray, shape: (Sequence[int] | int | None) = None, dtype: DTypeLike | None = None, *, named_shape: (Mapping[str, int] | Sequence[str] | str | None) = None) -> NamedArray: ...
 @overload
-def gamma(key: ArrayLike, a: ArrayLike, shape: (Sequence[int] | int | None) = None, dtype: DTypeLike | None = None, *, named_shape: None = None) -> Array: ...
+def gamma(key: ArrayLike, a: ArrayLike, shape: (Sequence[int] | int | None) = None, dtype: DTypeLike | None = None, *, named_shape: None = None) -> Array:
+    """Gamma samples with concentration ``a`` (a scalar, array or NamedArray).
+
+    >>> import jax, namedarray as nx
+    >>> nx.random.gamma(jax.random.key(0), 2.0, named_shape={"i": 3}).named_shape
+    {'i': 3}
+    """
 @overload
 def beta(key: NamedArray | ArrayLike, a: NamedArray | ArrayLike, b: NamedArray | ArrayLike, shape: (Sequence[int] | int | None) = None, dtype: DTypeLike | None = None, *, named_shape: Mapping[str, int] | Sequence[str] | str) -> NamedArray: ...
 @overload
@@ -123,7 +298,13 @@ def beta(key: NamedArray | ArrayLike, a: NamedArray, b: NamedArray | ArrayLike, 
 @overload
 def beta(key: NamedArray | ArrayLike, a: NamedArray | ArrayLike, b: NamedArray, shape: (Sequence[int] | int | None) = None, dtype: DTypeLike | None = None, *, named_shape: (Mapping[str, int] | Sequence[str] | str | None) = None) -> NamedArray: ...
 @overload
-def beta(key: ArrayLike, a: ArrayLike, b: ArrayLike, shape: (Sequence[int] | int | None) = None, dtype: DTypeLike | None = None, *, named_shape: None = None) -> Array: ...
+def beta(key: ArrayLike, a: ArrayLike, b: ArrayLike, shape: (Sequence[int] | int | None) = None, dtype: DTypeLike | None = None, *, named_shape: None = None) -> Array:
+    """Beta samples with parameters ``a`` and ``b``.
+
+    >>> import jax, namedarray as nx
+    >>> nx.random.beta(jax.random.key(0), 2.0, 3.0, named_shape={"i": 3}).named_shape
+    {'i': 3}
+    """
 @overload
 def poisson(key: NamedArray | ArrayLike, lam: NamedArray | ArrayLike, shape: (Sequence[int] | int | None) = None, dtype: DTypeLike | None = None, *, named_shape: Mapping[str, int] | Sequence[str] | str) -> NamedArray: ...
 @overload
@@ -131,7 +312,13 @@ def poisson(key: NamedArray, lam: NamedArray | ArrayLike, shape: (Sequence[int] 
 @overload
 def poisson(key: NamedArray | ArrayLike, lam: NamedArray, shape: (Sequence[int] | int | None) = None, dtype: DTypeLike | None = None, *, named_shape: (Mapping[str, int] | Sequence[str] | str | None) = None) -> NamedArray: ...
 @overload
-def poisson(key: ArrayLike, lam: ArrayLike, shape: (Sequence[int] | int | None) = None, dtype: DTypeLike | None = None, *, named_shape: None = None) -> Array: ...
+def poisson(key: ArrayLike, lam: ArrayLike, shape: (Sequence[int] | int | None) = None, dtype: DTypeLike | None = None, *, named_shape: None = None) -> Array:
+    """Poisson samples with rate ``lam``.
+
+    >>> import jax, namedarray as nx
+    >>> nx.random.poisson(jax.random.key(0), 3.0, named_shape={"i": 3}).named_shape
+    {'i': 3}
+    """
 @overload
 def categorical(key: NamedArray | ArrayLike, logits: NamedArray | ArrayLike, axis: int | str = -1, shape: (Sequence[int] | int | None) = None, replace: bool = True, mode: str | None = None, *, named_shape: Mapping[str, int] | Sequence[str] | str) -> NamedArray: ...
 @overload
@@ -139,12 +326,29 @@ def categorical(key: NamedArray, logits: NamedArray | ArrayLike, axis: int | str
 @overload
 def categorical(key: NamedArray | ArrayLike, logits: NamedArray, axis: int | str = -1, shape: (Sequence[int] | int | None) = None, replace: bool = True, mode: str | None = None, *, named_shape: (Mapping[str, int] | Sequence[str] | str | None) = None) -> NamedArray: ...
 @overload
-def categorical(key: ArrayLike, logits: ArrayLike, axis: int | str = -1, shape: (Sequence[int] | int | None) = None, replace: bool = True, mode: str | None = None, *, named_shape: None = None) -> Array: ...
+def categorical(key: ArrayLike, logits: ArrayLike, axis: int | str = -1, shape: (Sequence[int] | int | None) = None, replace: bool = True, mode: str | None = None, *, named_shape: None = None) -> Array:
+    """Sample indices along ``axis`` of ``logits`` (a position or a name, which leaves the result).
+
+    >>> import jax, jax.numpy as jnp, namedarray as nx
+    >>> logits = nx.wrap(jnp.log(jnp.array([[0.0, 1.0], [1.0, 0.0]])), ["batch", "classes"])
+    >>> nx.random.categorical(jax.random.key(0), logits, axis="classes").unwrap(["batch"]).tolist()
+    [1, 0]
+    """
 @overload
 def permutation(key: NamedArray, x: NamedArray | ArrayLike, axis: int | str = 0, independent: bool = False) -> NamedArray: ...
 @overload
 def permutation(key: NamedArray | ArrayLike, x: NamedArray, axis: int | str = 0, independent: bool = False) -> NamedArray: ...
 @overload
-def permutation(key: ArrayLike, x: ArrayLike, axis: int | str = 0, independent: bool = False) -> Array: ...
+def permutation(key: ArrayLike, x: ArrayLike, axis: int | str = 0, independent: bool = False) -> Array:
+    """Shuffle ``x`` along ``axis`` (a position or a name); an int ``x`` permutes ``arange(x)``.
+
+    Without ``independent`` one permutation is applied to every slice, named or positional; with it every
+    slice is shuffled independently.
+
+    >>> import jax, jax.numpy as jnp, namedarray as nx
+    >>> x = nx.wrap(jnp.arange(5), ["i"])
+    >>> sorted(nx.random.permutation(jax.random.key(0), x, axis="i").unwrap(["i"]).tolist())
+    [0, 1, 2, 3, 4]
+    """
 
 def __getattr__(name: str) -> Any: ...  # jax's other functions, lifted on first use

@@ -16,10 +16,23 @@ from namedarray.ops.updates import AtIndexer
 __all__ = ['NamedArray', 'is_named', 'tree_map', 'tree_leaves', 'as_storage', 'from_storage']
 
 class NamedArray:
+    """An array with positional axes (``shape``) and unordered named axes (``named_shape``).
+
+    Build one with :func:`namedarray.wrap`; get a positional array back with :func:`namedarray.unwrap`.
+    Operations broadcast by name (the result's named shape is the union of the operands'), reduce by name
+    (``x.sum("batch")``) and never let positional and named axes interact implicitly.
+
+    >>> import namedarray as nx, jax.numpy as jnp
+    >>> x = nx.wrap(jnp.arange(6.0).reshape(2, 3), ["a", "b"])
+    >>> y = nx.wrap(jnp.arange(3.0), ["b"])
+    >>> (x * y).sum("b").unwrap(["a"]).tolist()
+    [5.0, 14.0]
+    """
     data: Any
     names: Any
     @property
-    def T(self) -> NamedArray: ...
+    def T(self) -> NamedArray:
+        """Transpose of the positional axes."""
     def __abs__(self) -> NamedArray: ...
     def __add__(self, other: NamedArray | ArrayLike) -> NamedArray: ...
     def __and__(self, other: NamedArray | ArrayLike) -> NamedArray: ...
@@ -33,12 +46,24 @@ class NamedArray:
     def __eq__(self, other: NamedArray | ArrayLike) -> NamedArray: ...  # type: ignore[override]
     def __float__(self) -> float: ...
     def __floordiv__(self, other: NamedArray | ArrayLike) -> NamedArray: ...
-    def __format__(self, spec: str) -> str: ...
+    def __format__(self, spec: str) -> str:
+        """``f"{x:.3f}"`` of a value without named axes formats its storage, as jax arrays do."""
     def __ge__(self, other: NamedArray | ArrayLike) -> NamedArray: ...
-    def __getitem__(self, index: Any) -> NamedArray: ...
+    def __getitem__(self, index: Any) -> NamedArray:
+        """``x[index]``; a tuple mixing a dict (names) with positional indices selects by both.
+
+        >>> import namedarray as nx, jax.numpy as jnp
+        >>> x = nx.wrap(jnp.arange(24).reshape(2, 3, 4), {0: "b"})
+        >>> x[{"b": 1}, 0].unwrap().tolist()
+        [12, 13, 14, 15]
+        """
     def __gt__(self, other: NamedArray | ArrayLike) -> NamedArray: ...
     def __index__(self) -> int: ...
-    def __init__(self, data: Any, names: tuple[str, ...] = ()): ...
+    def __init__(self, data: Any, names: tuple[str, ...] = ()):
+        """Low-level constructor: ``data``'s last ``len(names)`` axes are named ``names``, in that order.
+
+        Prefer :func:`namedarray.wrap`. Names in any order are accepted and stored sorted.
+        """
     def __int__(self) -> int: ...
     def __invert__(self) -> NamedArray: ...
     def __iter__(self): ...
@@ -57,8 +82,12 @@ class NamedArray:
     def __radd__(self, other: NamedArray | ArrayLike) -> NamedArray: ...
     def __rand__(self, other: NamedArray | ArrayLike) -> NamedArray: ...
     def __rdivmod__(self, other: NamedArray | ArrayLike) -> tuple[NamedArray, NamedArray]: ...
-    def __reduce__(self): ...
-    def __repr__(self) -> str: ...
+    def __reduce__(self):
+        """Helper for pickle."""
+    def __repr__(self) -> str:
+        """``repr(x)``: the header, the sharding when on several devices, then the values (positional axes
+        first), unless ``x`` is abstract.
+        """
     def __rfloordiv__(self, other: NamedArray | ArrayLike) -> NamedArray: ...
     def __rlshift__(self, other: NamedArray | ArrayLike) -> NamedArray: ...
     def __rmatmul__(self, other: NamedArray | ArrayLike) -> NamedArray: ...
@@ -76,90 +105,279 @@ class NamedArray:
     def __treescope_repr__(self, path, subtree_renderer): ...
     def __truediv__(self, other: NamedArray | ArrayLike) -> NamedArray: ...
     def __xor__(self, other: NamedArray | ArrayLike) -> NamedArray: ...
-    def _repr_html_(self) -> str: ...
-    def all(self, axis: int | str | Sequence[int | str] | None = None, out: None = None, keepdims: bool = False, *, where: NamedArray | ArrayLike | None = None) -> NamedArray: ...
-    def any(self, axis: int | str | Sequence[int | str] | None = None, out: None = None, keepdims: bool = False, *, where: NamedArray | ArrayLike | None = None) -> NamedArray: ...
-    def argmax(self, axis: int | str | None = None, out: None = None, keepdims: bool | None = None) -> NamedArray: ...
-    def argmin(self, axis: int | str | None = None, out: None = None, keepdims: bool | None = None) -> NamedArray: ...
-    def argpartition(self, kth: int, axis: int | str = -1) -> NamedArray: ...
-    def argsort(self, axis: int | str | None = -1, *, kind: None = None, order: None = None, stable: bool = True, descending: bool = False, dtype: DTypeLike | None = None) -> NamedArray: ...
-    def astype(self, dtype: Any) -> NamedArray: ...
+    def _repr_html_(self) -> str:
+        """``x._repr_html_()``: a table of the axes (positional, then named, in the order the values below are
+        printed in) and the values, for notebooks.
+
+        >>> import namedarray as nx, jax.numpy as jnp
+        >>> "<b>k</b></td><td>3</td><td>named" in html_repr(nx.wrap(jnp.zeros(3), ["k"]))
+        True
+        >>> page = html_repr(nx.wrap(jnp.zeros((2, 3)), ["r", "c"]))
+        >>> "<b>r</b></td><td>2</td><td>named</td><td>rows" in page
+        True
+        >>> "<b>c</b></td><td>3</td><td>named</td><td>columns" in page
+        True
+        """
+    def all(self, axis: int | str | Sequence[int | str] | None = None, out: None = None, keepdims: bool = False, *, where: NamedArray | ArrayLike | None = None) -> NamedArray:
+        """``nx.all(self, ...)``: see :func:`namedarray.all`."""
+    def any(self, axis: int | str | Sequence[int | str] | None = None, out: None = None, keepdims: bool = False, *, where: NamedArray | ArrayLike | None = None) -> NamedArray:
+        """``nx.any(self, ...)``: see :func:`namedarray.any`."""
+    def argmax(self, axis: int | str | None = None, out: None = None, keepdims: bool | None = None) -> NamedArray:
+        """``nx.argmax(self, ...)``: see :func:`namedarray.argmax`."""
+    def argmin(self, axis: int | str | None = None, out: None = None, keepdims: bool | None = None) -> NamedArray:
+        """``nx.argmin(self, ...)``: see :func:`namedarray.argmin`."""
+    def argpartition(self, kth: int, axis: int | str = -1) -> NamedArray:
+        """``nx.argpartition(self, ...)``: see :func:`namedarray.argpartition`."""
+    def argsort(self, axis: int | str | None = -1, *, kind: None = None, order: None = None, stable: bool = True, descending: bool = False, dtype: DTypeLike | None = None) -> NamedArray:
+        """``nx.argsort(self, ...)``: see :func:`namedarray.argsort`."""
+    def astype(self, dtype: Any) -> NamedArray:
+        """The same named array with another element type (``nx.astype``).
+
+        >>> import namedarray as nx, jax.numpy as jnp
+        >>> nx.wrap(jnp.zeros(3), ["k"]).astype("int8").dtype
+        dtype('int8')
+        """
     @property
-    def at(self) -> AtIndexer: ...
-    def block_until_ready(self) -> NamedArray: ...
-    def clip(self, /, min: NamedArray | ArrayLike | None = None, max: NamedArray | ArrayLike | None = None) -> NamedArray: ...
-    def compress(self, a: NamedArray | ArrayLike, axis: int | None = None, *, size: int | None = None, fill_value: NamedArray | ArrayLike = 0, out: None = None) -> NamedArray: ...
-    def conj(self, /) -> NamedArray: ...
-    def conjugate(self, /) -> NamedArray: ...
-    def copy(self, order: str | None = None) -> NamedArray: ...
-    def cumprod(self, axis: int | str | None = None, dtype: DTypeLike | None = None, out: None = None) -> NamedArray: ...
-    def cumsum(self, axis: int | str | None = None, dtype: DTypeLike | None = None, out: None = None) -> NamedArray: ...
-    def devices(self) -> set: ...
-    def diagonal(self, offset: int = 0, axis1: int = 0, axis2: int = 1) -> NamedArray: ...
-    def dot(self, b: NamedArray | ArrayLike, axis: str | Sequence[str] | None = None, *, precision: Any = None, preferred_element_type: Any = None) -> NamedArray | jax.Array: ...
+    def at(self) -> AtIndexer:
+        """``x.at[index]``: functional updates of the selected elements, by position and by name.
+
+        ``x.at[index].set(values)`` is ``x`` with ``x[index]`` replaced, as ``jax.Array.at`` is; likewise ``add``,
+        ``subtract``, ``multiply``, ``divide``, ``power``, ``min``, ``max``, ``apply(ufunc)`` and ``get()``. The
+        index is what ``x[index]`` takes: positional indices for the positional axes (NumPy's rules), a dict for
+        named axes (``{"seq": 3}`` drops the axis from the region; ``{"seq": slice(0, 4)}``, an index array or
+        ``{"seq": nx.ds(i, 4)}``, a dynamic slice with a traced start, keep it; ``{"new": None}`` adds a size-1
+        axis to the region), or both in one tuple (``x.at[{"seq": slice(0, 4)}, 1]``). A NamedArray index gathers
+        by name, as in ``x[...]``: a name it shares with ``x`` pairs the two up (``x.at[{"seq": lengths}]`` with
+        ``lengths`` named ``batch`` selects one position per batch element), and its positional axes are
+        advanced-index axes (see :mod:`namedarray.ops.indexing`).
+
+        The *region* is ``x[index]`` (``.get()`` returns it). ``values`` broadcast to it by name and their
+        positional shape must broadcast to the region's positional shape.
+
+        **Names: the union rule.** As every other operation, an update's result carries the union of the names of
+        ``x``, of the index arrays and of ``values``: where an index array or ``values`` carries a name that ``x``
+        lacks, ``x`` is first broadcast along it, so that each slice along that name is its own updated copy of
+        ``x``. With ``a`` over ``{foo, bar}``, ``a.at[{"bar": i}].add(v)`` with ``i`` and ``v`` over ``{qux}`` is
+        over ``{qux, foo, bar}``, and its slice ``qux=k`` is ``a.at[{"bar": i[k]}].add(v[k])``; ``.get()`` keeps
+        ``qux`` as well. A name of ``x`` that an integer index selects away cannot appear in ``values``. A
+        ``{"new": None}`` axis belongs to the region only: the result has ``x``'s names (as ``x.at[None]`` has
+        ``x``'s shape in NumPy).
+
+        **Scatter: ``scatter=names``.** To write several positions into *one* array, name the index's axes that
+        enumerate them: with ``cache`` over ``{batch, seq}``, ``cache.at[{"seq": lengths + nx.arange(2,
+        name="new")}].set(kv, scatter="new")`` with ``kv`` over ``{batch, new}`` writes both new tokens of each
+        batch element and is over ``{batch, seq}`` (NumPy's scatter: repeated positions keep one of the writes for
+        ``set``, add up for ``add``). The scatter names must be carried by the index arrays (named axes only), may
+        be carried by ``values``, and never by ``x``.
+
+        ``mode``, ``indices_are_sorted``, ``unique_indices`` and ``fill_value`` (for ``get``) mean what they mean
+        for jax. An ``nx.ds`` window is clamped into the axis as ``jax.lax.dynamic_slice`` clamps (never out of
+        bounds), whatever ``mode`` says.
+
+        Eagerly an update is one cached kernel (one ``scatter`` on the storage, whatever order it holds its names in;
+        an integer index is an operand, so a loop over positions reuses it); under ``jit`` it is that ``scatter``
+        (a ``dynamic_slice`` and ``dynamic_update_slice`` around it for an ``nx.ds`` window).
+
+        >>> import namedarray as nx, jax.numpy as jnp
+        >>> cache = nx.zeros({"batch": 2, "seq": 4})
+        >>> step = nx.wrap(jnp.array([1.0, 2.0]), ["batch"])
+        >>> cache.at[{"seq": 1}].set(step).unwrap(["batch", "seq"]).tolist()
+        [[0.0, 1.0, 0.0, 0.0], [0.0, 2.0, 0.0, 0.0]]
+        >>> a = nx.zeros({"foo": 2, "bar": 3})
+        >>> out = a.at[{"bar": nx.arange(2, name="qux") + 1}].add(100.0 + 100.0 * nx.arange(2, name="qux"))
+        >>> out.named_shape, out.unwrap(["qux", "foo", "bar"])[:, 0].tolist()
+        ({'bar': 3, 'foo': 2, 'qux': 2}, [[0.0, 100.0, 0.0], [0.0, 0.0, 200.0]])
+        """
+    def block_until_ready(self) -> NamedArray:
+        """Wait for the storage to be computed; returns ``self`` (like ``jax.Array.block_until_ready``)."""
+    def clip(self, /, min: NamedArray | ArrayLike | None = None, max: NamedArray | ArrayLike | None = None) -> NamedArray:
+        """``nx.clip(self, ...)``: see :func:`namedarray.clip`."""
+    def compress(self, a: NamedArray | ArrayLike, axis: int | None = None, *, size: int | None = None, fill_value: NamedArray | ArrayLike = 0, out: None = None) -> NamedArray:
+        """``nx.compress(self, ...)``: see :func:`namedarray.compress`."""
+    def conj(self, /) -> NamedArray:
+        """``nx.conj(self, ...)``: see :func:`namedarray.conj`."""
+    def conjugate(self, /) -> NamedArray:
+        """``nx.conjugate(self, ...)``: see :func:`namedarray.conjugate`."""
+    def copy(self, order: str | None = None) -> NamedArray:
+        """``nx.copy(self, ...)``: see :func:`namedarray.copy`."""
+    def cumprod(self, axis: int | str | None = None, dtype: DTypeLike | None = None, out: None = None) -> NamedArray:
+        """``nx.cumprod(self, ...)``: see :func:`namedarray.cumprod`."""
+    def cumsum(self, axis: int | str | None = None, dtype: DTypeLike | None = None, out: None = None) -> NamedArray:
+        """``nx.cumsum(self, ...)``: see :func:`namedarray.cumsum`."""
+    def devices(self) -> set:
+        """The devices that hold the storage (``jax.Array.devices()``)."""
+    def diagonal(self, offset: int = 0, axis1: int = 0, axis2: int = 1) -> NamedArray:
+        """``nx.diagonal(self, ...)``: see :func:`namedarray.diagonal`."""
+    def dot(self, b: NamedArray | ArrayLike, axis: str | Sequence[str] | None = None, *, precision: Any = None, preferred_element_type: Any = None) -> NamedArray | jax.Array:
+        """``nx.dot(self, ...)``: see :func:`namedarray.dot`."""
     @property
-    def dtype(self) -> numpy.dtype: ...
-    def flatten(self, *args: Any, **kwargs: Any) -> NamedArray: ...
+    def dtype(self) -> numpy.dtype:
+        """The element type of the storage."""
+    def flatten(self, *args: Any, **kwargs: Any) -> NamedArray:
+        """``x.flatten()`` ravels the positional axes (as NumPy's); ``x.flatten(names, new_name)`` merges
+        named axes into one (:func:`namedarray.flatten`).
+
+        >>> import namedarray as nx
+        >>> nx.zeros({"h": 2, "d": 3}).flatten(("h", "d"), "embed").named_shape
+        {'embed': 6}
+        """
     @property
-    def imag(self) -> NamedArray: ...
+    def imag(self) -> NamedArray:
+        """The imaginary part (``nx.imag``)."""
     @property
-    def is_fully_addressable(self) -> bool: ...
-    def item(self) -> Any: ...
+    def is_fully_addressable(self) -> bool:
+        """Whether this process holds every shard of the storage (``jax.Array.is_fully_addressable``)."""
+    def item(self) -> Any:
+        """The single element as a Python scalar (no named axes allowed, like ``int(x)``)."""
     @property
-    def mT(self) -> NamedArray: ...
-    def max(self, axis: int | str | Sequence[int | str] | None = None, out: None = None, keepdims: bool = False, initial: NamedArray | ArrayLike | None = None, where: NamedArray | ArrayLike | None = None) -> NamedArray: ...
-    def mean(self, axis: int | str | Sequence[int | str] | None = None, dtype: DTypeLike | None = None, out: None = None, keepdims: bool = False, *, where: NamedArray | ArrayLike | None = None) -> NamedArray: ...
-    def min(self, axis: int | str | Sequence[int | str] | None = None, out: None = None, keepdims: bool = False, initial: NamedArray | ArrayLike | None = None, where: NamedArray | ArrayLike | None = None) -> NamedArray: ...
+    def mT(self) -> NamedArray:
+        """Swap the last two positional axes."""
+    def max(self, axis: int | str | Sequence[int | str] | None = None, out: None = None, keepdims: bool = False, initial: NamedArray | ArrayLike | None = None, where: NamedArray | ArrayLike | None = None) -> NamedArray:
+        """``nx.max(self, ...)``: see :func:`namedarray.max`."""
+    def mean(self, axis: int | str | Sequence[int | str] | None = None, dtype: DTypeLike | None = None, out: None = None, keepdims: bool = False, *, where: NamedArray | ArrayLike | None = None) -> NamedArray:
+        """``nx.mean(self, ...)``: see :func:`namedarray.mean`."""
+    def min(self, axis: int | str | Sequence[int | str] | None = None, out: None = None, keepdims: bool = False, initial: NamedArray | ArrayLike | None = None, where: NamedArray | ArrayLike | None = None) -> NamedArray:
+        """``nx.min(self, ...)``: see :func:`namedarray.min`."""
     @property
-    def named_shape(self) -> NamedShape: ...
+    def named_shape(self) -> NamedShape:
+        """The named axes: an unordered mapping name -> size."""
     @property
-    def named_size(self) -> int: ...
+    def named_size(self) -> int:
+        """Number of elements along the named axes (``prod(named_shape.values())``); ``x.size *
+        x.named_size`` counts every element, as when counting a model's parameters.
+
+        >>> import namedarray as nx
+        >>> w = nx.zeros((), named_shape={"embed": 4, "mlp": 8})
+        >>> w.size, w.named_size, w.nbytes
+        (1, 32, 128)
+        """
     @property
-    def nbytes(self) -> int: ...
+    def nbytes(self) -> int:
+        """Bytes of the whole value, named axes included (the storage array's ``nbytes``)."""
     @property
-    def ndim(self) -> int: ...
-    def nonzero(self, *, size: int | None = None, fill_value: Any = None, axis_name: str | None = None, order: Sequence[str] | None = None) -> Any: ...
-    def prod(self, axis: int | str | Sequence[int | str] | None = None, dtype: DTypeLike | None = None, out: None = None, keepdims: bool = False, initial: NamedArray | ArrayLike | None = None, where: NamedArray | ArrayLike | None = None, promote_integers: bool = True) -> NamedArray: ...
-    def ptp(self, axis: int | str | Sequence[int | str] | None = None, out: None = None, keepdims: bool = False) -> NamedArray: ...
-    def ravel(self, order: str = 'C', *, out_sharding=None) -> NamedArray: ...
+    def ndim(self) -> int:
+        """Number of positional axes."""
+    def nonzero(self, *, size: int | None = None, fill_value: Any = None, axis_name: str | None = None, order: Sequence[str] | None = None) -> Any:
+        """``nx.nonzero(self, ...)``: see :func:`namedarray.nonzero`."""
+    def prod(self, axis: int | str | Sequence[int | str] | None = None, dtype: DTypeLike | None = None, out: None = None, keepdims: bool = False, initial: NamedArray | ArrayLike | None = None, where: NamedArray | ArrayLike | None = None, promote_integers: bool = True) -> NamedArray:
+        """``nx.prod(self, ...)``: see :func:`namedarray.prod`."""
+    def ptp(self, axis: int | str | Sequence[int | str] | None = None, out: None = None, keepdims: bool = False) -> NamedArray:
+        """``nx.ptp(self, ...)``: see :func:`namedarray.ptp`."""
+    def ravel(self, order: str = 'C', *, out_sharding=None) -> NamedArray:
+        """``nx.ravel(self, ...)``: see :func:`namedarray.ravel`."""
     @property
-    def real(self) -> NamedArray: ...
-    def rename(self, mapping: Mapping[str, str] | None = None, /, **names: str) -> NamedArray: ...
-    def repeat(self, repeats: NamedArray | ArrayLike, axis: int | str | None = None, *, total_repeat_length: int | None = None, out_sharding: Any = None) -> NamedArray: ...
-    def reshape(self, *shape: Any, **kwargs: Any) -> NamedArray: ...
-    def round(self, decimals: int = 0, out: None = None) -> NamedArray: ...
-    def searchsorted(self, v: NamedArray | ArrayLike, side: str = 'left', sorter: NamedArray | ArrayLike | None = None, *, method: str = 'scan') -> NamedArray: ...
+    def real(self) -> NamedArray:
+        """The real part (``nx.real``)."""
+    def rename(self, mapping: Mapping[str, str] | None = None, /, **names: str) -> NamedArray:
+        """Rename named axes: ``x.rename({"old": "new"})`` or ``x.rename(old="new")``."""
+    def repeat(self, repeats: NamedArray | ArrayLike, axis: int | str | None = None, *, total_repeat_length: int | None = None, out_sharding: Any = None) -> NamedArray:
+        """``nx.repeat(self, ...)``: see :func:`namedarray.repeat`."""
+    def reshape(self, *shape: Any, **kwargs: Any) -> NamedArray:
+        """Reshape the positional axes (named axes are untouched)."""
+    def round(self, decimals: int = 0, out: None = None) -> NamedArray:
+        """``nx.round(self, ...)``: see :func:`namedarray.round`."""
+    def searchsorted(self, v: NamedArray | ArrayLike, side: str = 'left', sorter: NamedArray | ArrayLike | None = None, *, method: str = 'scan') -> NamedArray:
+        """``nx.searchsorted(self, ...)``: see :func:`namedarray.searchsorted`."""
     @property
-    def shape(self) -> tuple[int, ...]: ...
-    def shard(self, resources: Mapping[str, Any] | None = None, *, mesh: Any = None) -> NamedArray: ...
+    def shape(self) -> tuple[int, ...]:
+        """The positional shape (named axes excluded, as in xmap)."""
+    def shard(self, resources: Mapping[str, Any] | None = None, *, mesh: Any = None) -> NamedArray:
+        """Lay this array out by its names (see :func:`namedarray.shard`); values never change.
+
+        >>> import jax, jax.numpy as jnp, namedarray as nx
+        >>> x = nx.wrap(jnp.ones((4, 3)), ["batch", "embed"])
+        >>> x.shard() is x   # no mesh and no rules: nothing to do
+        True
+        """
     @property
-    def sharding(self) -> Any: ...
+    def sharding(self) -> Any:
+        """The sharding of the storage array (positional axes first, then the named axes as ``names``)."""
     @property
-    def size(self) -> int: ...
-    def sort(self, axis: int | str | None = -1, *, kind: None = None, order: None = None, stable: bool = True, descending: bool = False) -> NamedArray: ...
-    def squeeze(self, axis: int | Sequence[int] | None = None) -> NamedArray: ...
-    def std(self, axis: int | str | Sequence[int | str] | None = None, dtype: DTypeLike | None = None, out: None = None, ddof: int = 0, keepdims: bool = False, *, where: NamedArray | ArrayLike | None = None, mean: NamedArray | ArrayLike | None = None, correction: int | float | None = None) -> NamedArray: ...
-    def sum(self, axis: int | str | Sequence[int | str] | None = None, dtype: DTypeLike | None = None, out: None = None, keepdims: bool = False, initial: NamedArray | ArrayLike | None = None, where: NamedArray | ArrayLike | None = None, promote_integers: bool = True) -> NamedArray: ...
-    def swapaxes(self, axis1: int, axis2: int) -> NamedArray: ...
-    def tag(self, *names: str | None | Mapping[int, str]) -> NamedArray: ...
-    def take(self, indices: NamedArray | ArrayLike, axis: int | str | None = None, out: None = None, mode: Any = None, unique_indices: bool = False, indices_are_sorted: bool = False, fill_value: Any = None) -> NamedArray | jax.Array: ...
-    def to_xarray(self, coords: Any = None, **kwargs: Any) -> Any: ...
-    def tolist(self) -> Any: ...
-    def trace(self, offset: int | NamedArray | ArrayLike = 0, axis1: int = 0, axis2: int = 1, dtype: DTypeLike | None = None, out: None = None) -> NamedArray: ...
-    def transpose(self, *axes: Any) -> NamedArray: ...
+    def size(self) -> int:
+        """Number of elements of the positional part (``prod(shape)``), as in xmap."""
+    def sort(self, axis: int | str | None = -1, *, kind: None = None, order: None = None, stable: bool = True, descending: bool = False) -> NamedArray:
+        """``nx.sort(self, ...)``: see :func:`namedarray.sort`."""
+    def squeeze(self, axis: int | Sequence[int] | None = None) -> NamedArray:
+        """``nx.squeeze(self, ...)``: see :func:`namedarray.squeeze`."""
+    def std(self, axis: int | str | Sequence[int | str] | None = None, dtype: DTypeLike | None = None, out: None = None, ddof: int = 0, keepdims: bool = False, *, where: NamedArray | ArrayLike | None = None, mean: NamedArray | ArrayLike | None = None, correction: int | float | None = None) -> NamedArray:
+        """``nx.std(self, ...)``: see :func:`namedarray.std`."""
+    def sum(self, axis: int | str | Sequence[int | str] | None = None, dtype: DTypeLike | None = None, out: None = None, keepdims: bool = False, initial: NamedArray | ArrayLike | None = None, where: NamedArray | ArrayLike | None = None, promote_integers: bool = True) -> NamedArray:
+        """``nx.sum(self, ...)``: see :func:`namedarray.sum`."""
+    def swapaxes(self, axis1: int, axis2: int) -> NamedArray:
+        """``nx.swapaxes(self, ...)``: see :func:`namedarray.swapaxes`."""
+    def tag(self, *names: str | None | Mapping[int, str]) -> NamedArray:
+        """``nx.tag(self, ...)``: see :func:`namedarray.tag`."""
+    def take(self, indices: NamedArray | ArrayLike, axis: int | str | None = None, out: None = None, mode: Any = None, unique_indices: bool = False, indices_are_sorted: bool = False, fill_value: Any = None) -> NamedArray | jax.Array:
+        """``nx.take(self, ...)``: see :func:`namedarray.take`."""
+    def to_xarray(self, coords: Any = None, **kwargs: Any) -> Any:
+        """An ``xarray.DataArray`` whose dims are the names (see
+        :func:`namedarray.interop.formats.to_xarray`).
+        """
+    def tolist(self) -> Any:
+        """The positional values as nested Python lists (no named axes allowed: unwrap them first)."""
+    def trace(self, offset: int | NamedArray | ArrayLike = 0, axis1: int = 0, axis2: int = 1, dtype: DTypeLike | None = None, out: None = None) -> NamedArray:
+        """``nx.trace(self, ...)``: see :func:`namedarray.trace`."""
+    def transpose(self, *axes: Any) -> NamedArray:
+        """Permute the positional axes."""
     @classmethod
     def tree_unflatten(self, names, children): ...
-    def unflatten(self, name: str, parts: Mapping[str, int] | Sequence[tuple[str, int]]) -> NamedArray: ...
-    def untag(self, *names: str | Mapping[int, str]) -> NamedArray: ...
-    def unwrap(self, *axes: Any) -> jax.Array: ...
-    def var(self, axis: int | str | Sequence[int | str] | None = None, dtype: DTypeLike | None = None, out: None = None, ddof: int = 0, keepdims: bool = False, *, where: NamedArray | ArrayLike | None = None, mean: NamedArray | ArrayLike | None = None, correction: int | float | None = None) -> NamedArray: ...
-    @property
-    def weak_type(self) -> bool: ...
+    def unflatten(self, name: str, parts: Mapping[str, int] | Sequence[tuple[str, int]]) -> NamedArray:
+        """``nx.unflatten(self, ...)``: see :func:`namedarray.unflatten`."""
+    def untag(self, *names: str | Mapping[int, str]) -> NamedArray:
+        """``nx.untag(self, ...)``: see :func:`namedarray.untag`."""
+    def unwrap(self, *axes: Any) -> jax.Array:
+        """The positional array with named axes placed by ``axes`` (see :func:`namedarray.unwrap`).
 
-def is_named(v: Any) -> bool: ...
-def tree_map(f: Callable[..., Any], tree: Any, *rest: Any) -> Any: ...
-def tree_leaves(tree: Any) -> list: ...
-def as_storage(data: Any) -> Any: ...
-def from_storage(data, axis_names: tuple[str, ...], where: str) -> NamedArray: ...
+        Names given as separate arguments are a list: ``x.unwrap("b", "a")`` is ``x.unwrap(["b", "a"])``.
+
+        >>> import namedarray as nx, jax.numpy as jnp
+        >>> x = nx.wrap(jnp.zeros((2, 3)), ["a", "b"])
+        >>> x.unwrap({0: "b", 1: "a"}).shape, x.unwrap("b", "a").shape
+        ((3, 2), (3, 2))
+        """
+    def var(self, axis: int | str | Sequence[int | str] | None = None, dtype: DTypeLike | None = None, out: None = None, ddof: int = 0, keepdims: bool = False, *, where: NamedArray | ArrayLike | None = None, mean: NamedArray | ArrayLike | None = None, correction: int | float | None = None) -> NamedArray:
+        """``nx.var(self, ...)``: see :func:`namedarray.var`."""
+    @property
+    def weak_type(self) -> bool:
+        """Whether the storage is weakly typed (built from a Python scalar), as jax arrays say."""
+
+def is_named(v: Any) -> bool:
+    """Whether ``v`` is a NamedArray (an ``is_leaf`` for ``jax.tree`` functions that stop at them).
+
+    >>> import namedarray as nx, jax, jax.numpy as jnp
+    >>> jax.tree.leaves({"w": nx.wrap(jnp.ones(2), ["k"])}, is_leaf=is_named)[0].named_shape
+    {'k': 2}
+    """
+def tree_map(f: Callable[..., Any], tree: Any, *rest: Any) -> Any:
+    """``jax.tree.map`` that stops at NamedArrays: ``f`` gets each NamedArray whole (and every other leaf),
+    not the storage array inside it, whose axis order is the library's business.
+
+    >>> import namedarray as nx, jax.numpy as jnp
+    >>> params = {"w": nx.ones((), named_shape={"in": 3, "out": 2}),
+    ...           "b": nx.zeros((), named_shape={"out": 2})}
+    >>> nx.tree_map(lambda p: p.size * p.named_size, params)
+    {'b': 2, 'w': 6}
+    """
+def tree_leaves(tree: Any) -> list:
+    """``jax.tree.leaves`` that stops at NamedArrays (each is one leaf).
+
+    >>> import namedarray as nx
+    >>> params = {"w": nx.ones((), named_shape={"in": 3, "out": 2}),
+    ...           "b": nx.zeros((), named_shape={"out": 2})}
+    >>> sum(p.size * p.named_size for p in nx.tree_leaves(params))
+    8
+    """
+def as_storage(data: Any) -> Any:
+    """A positional value as storage: jax arrays (tracers, abstract values) as they are, the rest converted.
+
+    NumPy arrays and scalars, Python scalars and lists become jax arrays, so that a NamedArray never holds
+    host data.
+
+    >>> import numpy as np
+    >>> type(as_storage(np.float32(2.0))).__name__
+    'ArrayImpl'
+    """
+def from_storage(data, axis_names: tuple[str, ...], where: str) -> NamedArray:
+    """A NamedArray from ``data`` whose last axes are named ``axis_names``, kept in that order (validated)."""
 
 def __getattr__(name: str) -> Any: ...  # the module's other, internal, names

@@ -71,7 +71,25 @@ def document(f: Callable, kind: str, where: str, source: Callable | None = None)
         signature = named_signature(source, names_in_axis=kind in _NAMED_AXIS_KINDS)
         if signature is not None:
             f.__signature__ = signature  # type: ignore[attr-defined]
+            # functools.wraps copied jax's annotations: tools that read them (typing.get_type_hints, editors
+            # running the code) see nx's types instead, the ones the signature shows
+            f.__annotations__ = annotations(signature)
     return f
+
+
+def annotations(signature: inspect.Signature) -> dict[str, object]:
+    """The ``__annotations__`` a function with ``signature`` has: each annotated parameter's, and ``return``.
+
+    >>> import namedarray as nx
+    >>> annotations(inspect.signature(nx.exp)) == nx.exp.__annotations__
+    True
+    >>> nx.exp.__annotations__
+    {'x': 'NamedArray | ArrayLike', 'return': 'NamedArray'}
+    """
+    out = {p.name: p.annotation for p in signature.parameters.values() if p.annotation is not p.empty}
+    if signature.return_annotation is not inspect.Signature.empty:
+        out["return"] = signature.return_annotation
+    return out
 
 
 def follows_arguments(f: Callable) -> Callable:

@@ -21,123 +21,291 @@ __all__ = ['relu', 'relu6', 'gelu', 'sigmoid', 'silu', 'swish', 'softplus', 'tan
 @overload
 def relu(x: NamedArray) -> NamedArray: ...
 @overload
-def relu(x: ArrayLike) -> Array: ...
+def relu(x: ArrayLike) -> Array:
+    """``jax.nn.relu`` broadcast over named axes (the named shape is unchanged).
+
+    >>> import namedarray as nx, jax.numpy as jnp
+    >>> nx.nn.relu(nx.wrap(jnp.zeros(3), ['b'])).named_shape
+    {'b': 3}
+    """
 @overload
 def relu6(x: NamedArray) -> NamedArray: ...
 @overload
-def relu6(x: ArrayLike) -> Array: ...
+def relu6(x: ArrayLike) -> Array:
+    """``jax.nn.relu6`` broadcast over named axes (the named shape is unchanged).
+
+    >>> import namedarray as nx, jax.numpy as jnp
+    >>> nx.nn.relu6(nx.wrap(jnp.zeros(3), ['b'])).named_shape
+    {'b': 3}
+    """
 @overload
 def gelu(x: NamedArray, approximate: bool = True) -> NamedArray: ...
 @overload
-def gelu(x: ArrayLike, approximate: bool = True) -> Array: ...
+def gelu(x: ArrayLike, approximate: bool = True) -> Array:
+    """``jax.nn.gelu`` broadcast over named axes (the named shape is unchanged).
+
+    >>> import namedarray as nx, jax.numpy as jnp
+    >>> nx.nn.gelu(nx.wrap(jnp.zeros(3), ['b'])).named_shape
+    {'b': 3}
+    """
 @overload
 def sigmoid(x: NamedArray) -> NamedArray: ...
 @overload
-def sigmoid(x: ArrayLike) -> Array: ...
+def sigmoid(x: ArrayLike) -> Array:
+    """``jax.nn.sigmoid`` broadcast over named axes (the named shape is unchanged).
+
+    >>> import namedarray as nx, jax.numpy as jnp
+    >>> nx.nn.sigmoid(nx.wrap(jnp.zeros(3), ['b'])).named_shape
+    {'b': 3}
+    """
 @overload
 def silu(x: NamedArray) -> NamedArray: ...
 @overload
-def silu(x: ArrayLike) -> Array: ...
+def silu(x: ArrayLike) -> Array:
+    """``jax.nn.silu`` broadcast over named axes (the named shape is unchanged).
+
+    >>> import namedarray as nx, jax.numpy as jnp
+    >>> nx.nn.silu(nx.wrap(jnp.zeros(3), ['b'])).named_shape
+    {'b': 3}
+    """
 @overload
 def swish(x: NamedArray) -> NamedArray: ...
 @overload
-def swish(x: ArrayLike) -> Array: ...
+def swish(x: ArrayLike) -> Array:
+    """``jax.nn.silu`` broadcast over named axes (the named shape is unchanged).
+
+    >>> import namedarray as nx, jax.numpy as jnp
+    >>> nx.nn.silu(nx.wrap(jnp.zeros(3), ['b'])).named_shape
+    {'b': 3}
+    """
 @overload
 def softplus(x: NamedArray) -> NamedArray: ...
 @overload
-def softplus(x: ArrayLike) -> Array: ...
+def softplus(x: ArrayLike) -> Array:
+    """``jax.nn.softplus`` broadcast over named axes (the named shape is unchanged).
+
+    >>> import namedarray as nx, jax.numpy as jnp
+    >>> nx.nn.softplus(nx.wrap(jnp.zeros(3), ['b'])).named_shape
+    {'b': 3}
+    """
 @overload
 def tanh(x: NamedArray, /) -> NamedArray: ...
 @overload
-def tanh(x: ArrayLike, /) -> Array: ...
+def tanh(x: ArrayLike, /) -> Array:
+    """``jax.nn.tanh`` broadcast over named axes (the named shape is unchanged).
+
+    >>> import namedarray as nx, jax.numpy as jnp
+    >>> nx.nn.tanh(nx.wrap(jnp.zeros(3), ['b'])).named_shape
+    {'b': 3}
+    """
 @overload
 def elu(x: NamedArray, alpha: NamedArray | ArrayLike = 1.0) -> NamedArray: ...
 @overload
 def elu(x: NamedArray | ArrayLike, *, alpha: NamedArray) -> NamedArray: ...
 @overload
-def elu(x: ArrayLike, alpha: ArrayLike = ...) -> Array: ...
+def elu(x: ArrayLike, alpha: ArrayLike = ...) -> Array:
+    """``jax.nn.elu`` broadcast over named axes (the named shape is unchanged).
+
+    >>> import namedarray as nx, jax.numpy as jnp
+    >>> nx.nn.elu(nx.wrap(jnp.zeros(3), ['b'])).named_shape
+    {'b': 3}
+    """
 @overload
 def celu(x: NamedArray, alpha: NamedArray | ArrayLike = 1.0) -> NamedArray: ...
 @overload
 def celu(x: NamedArray | ArrayLike, *, alpha: NamedArray) -> NamedArray: ...
 @overload
-def celu(x: ArrayLike, alpha: ArrayLike = ...) -> Array: ...
+def celu(x: ArrayLike, alpha: ArrayLike = ...) -> Array:
+    """``jax.nn.celu`` broadcast over named axes (the named shape is unchanged).
+
+    >>> import namedarray as nx, jax.numpy as jnp
+    >>> nx.nn.celu(nx.wrap(jnp.zeros(3), ['b'])).named_shape
+    {'b': 3}
+    """
 @overload
 def selu(x: NamedArray) -> NamedArray: ...
 @overload
-def selu(x: ArrayLike) -> Array: ...
+def selu(x: ArrayLike) -> Array:
+    """``jax.nn.selu`` broadcast over named axes (the named shape is unchanged).
+
+    >>> import namedarray as nx, jax.numpy as jnp
+    >>> nx.nn.selu(nx.wrap(jnp.zeros(3), ['b'])).named_shape
+    {'b': 3}
+    """
 @overload
 def leaky_relu(x: NamedArray, negative_slope: NamedArray | ArrayLike = 0.01) -> NamedArray: ...
 @overload
 def leaky_relu(x: NamedArray | ArrayLike, *, negative_slope: NamedArray) -> NamedArray: ...
 @overload
-def leaky_relu(x: ArrayLike, negative_slope: ArrayLike = ...) -> Array: ...
+def leaky_relu(x: ArrayLike, negative_slope: ArrayLike = ...) -> Array:
+    """``jax.nn.leaky_relu`` broadcast over named axes (the named shape is unchanged).
+
+    >>> import namedarray as nx, jax.numpy as jnp
+    >>> nx.nn.leaky_relu(nx.wrap(jnp.zeros(3), ['b'])).named_shape
+    {'b': 3}
+    """
 @overload
 def log_sigmoid(x: NamedArray) -> NamedArray: ...
 @overload
-def log_sigmoid(x: ArrayLike) -> Array: ...
+def log_sigmoid(x: ArrayLike) -> Array:
+    """``jax.nn.log_sigmoid`` broadcast over named axes (the named shape is unchanged).
+
+    >>> import namedarray as nx, jax.numpy as jnp
+    >>> nx.nn.log_sigmoid(nx.wrap(jnp.zeros(3), ['b'])).named_shape
+    {'b': 3}
+    """
 @overload
 def soft_sign(x: NamedArray) -> NamedArray: ...
 @overload
-def soft_sign(x: ArrayLike) -> Array: ...
+def soft_sign(x: ArrayLike) -> Array:
+    """``jax.nn.soft_sign`` broadcast over named axes (the named shape is unchanged).
+
+    >>> import namedarray as nx, jax.numpy as jnp
+    >>> nx.nn.soft_sign(nx.wrap(jnp.zeros(3), ['b'])).named_shape
+    {'b': 3}
+    """
 @overload
 def hard_sigmoid(x: NamedArray) -> NamedArray: ...
 @overload
-def hard_sigmoid(x: ArrayLike) -> Array: ...
+def hard_sigmoid(x: ArrayLike) -> Array:
+    """``jax.nn.hard_sigmoid`` broadcast over named axes (the named shape is unchanged).
+
+    >>> import namedarray as nx, jax.numpy as jnp
+    >>> nx.nn.hard_sigmoid(nx.wrap(jnp.zeros(3), ['b'])).named_shape
+    {'b': 3}
+    """
 @overload
 def hard_silu(x: NamedArray) -> NamedArray: ...
 @overload
-def hard_silu(x: ArrayLike) -> Array: ...
+def hard_silu(x: ArrayLike) -> Array:
+    """``jax.nn.hard_silu`` broadcast over named axes (the named shape is unchanged).
+
+    >>> import namedarray as nx, jax.numpy as jnp
+    >>> nx.nn.hard_silu(nx.wrap(jnp.zeros(3), ['b'])).named_shape
+    {'b': 3}
+    """
 @overload
 def hard_swish(x: NamedArray) -> NamedArray: ...
 @overload
-def hard_swish(x: ArrayLike) -> Array: ...
+def hard_swish(x: ArrayLike) -> Array:
+    """``jax.nn.hard_silu`` broadcast over named axes (the named shape is unchanged).
+
+    >>> import namedarray as nx, jax.numpy as jnp
+    >>> nx.nn.hard_silu(nx.wrap(jnp.zeros(3), ['b'])).named_shape
+    {'b': 3}
+    """
 @overload
 def hard_tanh(x: NamedArray) -> NamedArray: ...
 @overload
-def hard_tanh(x: ArrayLike) -> Array: ...
+def hard_tanh(x: ArrayLike) -> Array:
+    """``jax.nn.hard_tanh`` broadcast over named axes (the named shape is unchanged).
+
+    >>> import namedarray as nx, jax.numpy as jnp
+    >>> nx.nn.hard_tanh(nx.wrap(jnp.zeros(3), ['b'])).named_shape
+    {'b': 3}
+    """
 @overload
 def mish(x: NamedArray) -> NamedArray: ...
 @overload
-def mish(x: ArrayLike) -> Array: ...
+def mish(x: ArrayLike) -> Array:
+    """``jax.nn.mish`` broadcast over named axes (the named shape is unchanged).
+
+    >>> import namedarray as nx, jax.numpy as jnp
+    >>> nx.nn.mish(nx.wrap(jnp.zeros(3), ['b'])).named_shape
+    {'b': 3}
+    """
 @overload
 def squareplus(x: NamedArray, b: NamedArray | ArrayLike = 4) -> NamedArray: ...
 @overload
 def squareplus(x: NamedArray | ArrayLike, *, b: NamedArray) -> NamedArray: ...
 @overload
-def squareplus(x: ArrayLike, b: ArrayLike = ...) -> Array: ...
+def squareplus(x: ArrayLike, b: ArrayLike = ...) -> Array:
+    """``jax.nn.squareplus`` broadcast over named axes (the named shape is unchanged).
+
+    >>> import namedarray as nx, jax.numpy as jnp
+    >>> nx.nn.squareplus(nx.wrap(jnp.zeros(3), ['b'])).named_shape
+    {'b': 3}
+    """
 @overload
 def sparse_plus(x: NamedArray) -> NamedArray: ...
 @overload
-def sparse_plus(x: ArrayLike) -> Array: ...
+def sparse_plus(x: ArrayLike) -> Array:
+    """``jax.nn.sparse_plus`` broadcast over named axes (the named shape is unchanged).
+
+    >>> import namedarray as nx, jax.numpy as jnp
+    >>> nx.nn.sparse_plus(nx.wrap(jnp.zeros(3), ['b'])).named_shape
+    {'b': 3}
+    """
 @overload
 def sparse_sigmoid(x: NamedArray) -> NamedArray: ...
 @overload
-def sparse_sigmoid(x: ArrayLike) -> Array: ...
+def sparse_sigmoid(x: ArrayLike) -> Array:
+    """``jax.nn.sparse_sigmoid`` broadcast over named axes (the named shape is unchanged).
+
+    >>> import namedarray as nx, jax.numpy as jnp
+    >>> nx.nn.sparse_sigmoid(nx.wrap(jnp.zeros(3), ['b'])).named_shape
+    {'b': 3}
+    """
 @overload
 def log1mexp(x: NamedArray) -> NamedArray: ...
 @overload
-def log1mexp(x: ArrayLike) -> Array: ...
+def log1mexp(x: ArrayLike) -> Array:
+    """``jax.nn.log1mexp`` broadcast over named axes (the named shape is unchanged).
+
+    >>> import namedarray as nx, jax.numpy as jnp
+    >>> nx.nn.log1mexp(nx.wrap(jnp.zeros(3), ['b'])).named_shape
+    {'b': 3}
+    """
 @overload
 def identity(x: NamedArray) -> NamedArray: ...
 @overload
-def identity(x: ArrayLike) -> Array: ...
+def identity(x: ArrayLike) -> Array:
+    """``jax.nn.identity`` broadcast over named axes (the named shape is unchanged).
+
+    >>> import namedarray as nx, jax.numpy as jnp
+    >>> nx.nn.identity(nx.wrap(jnp.zeros(3), ['b'])).named_shape
+    {'b': 3}
+    """
 @overload
 def relu_squared(x: NamedArray) -> NamedArray: ...
 @overload
-def relu_squared(x: ArrayLike) -> Array: ...
+def relu_squared(x: ArrayLike) -> Array:
+    """``relu(x) ** 2`` (squared ReLU), elementwise: broadcast over
+    named axes (the named shape is unchanged).
+
+    >>> import namedarray as nx, jax.numpy as jnp
+    >>> nx.nn.relu_squared(nx.wrap(jnp.array([-2.0, 0.5, 3.0]), ["b"])).unwrap(["b"]).tolist()
+    [0.0, 0.25, 9.0]
+    """
 @overload
 def softmax(x: NamedArray, axis: (int | str | tuple[int | str, ...] | None) = -1, where: NamedArray | ArrayLike | None = None) -> NamedArray: ...
 @overload
 def softmax(x: NamedArray | ArrayLike, axis: (int | str | tuple[int | str, ...] | None) = -1, *, where: NamedArray) -> NamedArray: ...
 @overload
-def softmax(x: ArrayLike, axis: (int | str | tuple[int | str, ...] | None) = -1, where: ArrayLike | None = ...) -> Array: ...
+def softmax(x: ArrayLike, axis: (int | str | tuple[int | str, ...] | None) = -1, where: ArrayLike | None = ...) -> Array:
+    """``jax.nn.softmax`` over positional and/or named axes (``axis`` an int, a name or a tuple of both).
+
+    ``axis=None`` means every positional axis (named axes are reduced only when named, as in xmap);
+    ``where`` may be a NamedArray, broadcast by name.
+
+    >>> import namedarray as nx, jax.numpy as jnp
+    >>> x = nx.wrap(jnp.array([[0.0, 0.0], [1.0, 1.0]]), ["batch", "classes"])
+    >>> nx.nn.softmax(x, axis="classes").unwrap(["batch", "classes"]).tolist()
+    [[0.5, 0.5], [0.5, 0.5]]
+    """
 @overload
 def log_softmax(x: NamedArray, axis: (int | str | tuple[int | str, ...] | None) = -1, where: NamedArray | ArrayLike | None = None) -> NamedArray: ...
 @overload
 def log_softmax(x: NamedArray | ArrayLike, axis: (int | str | tuple[int | str, ...] | None) = -1, *, where: NamedArray) -> NamedArray: ...
 @overload
-def log_softmax(x: ArrayLike, axis: (int | str | tuple[int | str, ...] | None) = -1, where: ArrayLike | None = ...) -> Array: ...
+def log_softmax(x: ArrayLike, axis: (int | str | tuple[int | str, ...] | None) = -1, where: ArrayLike | None = ...) -> Array:
+    """``jax.nn.log_softmax`` over positional and/or named axes.
+
+    >>> import namedarray as nx, jax.numpy as jnp
+    >>> x = nx.wrap(jnp.zeros(4), ["classes"])
+    >>> float(nx.nn.log_softmax(x, axis="classes").sum("classes"))  # 4 * log(1/4)
+    -5.545177459716797
+    """
 @overload
 def logsumexp(a: NamedArray, axis: (int | str | tuple[int | str, ...] | None) = None, b: NamedArray | ArrayLike | None = None, keepdims: bool = False, return_sign: bool = False, where: NamedArray | ArrayLike | None = None) -> NamedArray: ...
 @overload
@@ -145,13 +313,28 @@ def logsumexp(a: NamedArray | ArrayLike, axis: (int | str | tuple[int | str, ...
 @overload
 def logsumexp(a: NamedArray | ArrayLike, axis: (int | str | tuple[int | str, ...] | None) = None, b: NamedArray | ArrayLike | None = None, keepdims: bool = False, return_sign: bool = False, *, where: NamedArray) -> NamedArray: ...
 @overload
-def logsumexp(a: ArrayLike, axis: (int | str | tuple[int | str, ...] | None) = None, b: ArrayLike | None = ..., keepdims: bool = False, return_sign: bool = False, where: ArrayLike | None = ...) -> Array: ...
+def logsumexp(a: ArrayLike, axis: (int | str | tuple[int | str, ...] | None) = None, b: ArrayLike | None = ..., keepdims: bool = False, return_sign: bool = False, where: ArrayLike | None = ...) -> Array:
+    """``jax.nn.logsumexp`` over positional and/or named axes; ``axis=None`` reduces the positional axes
+    only (named axes survive, as in xmap). The reduced names leave the named shape.
+
+    >>> import namedarray as nx, jax.numpy as jnp
+    >>> x = nx.wrap(jnp.zeros((2, 4)), ["batch", "classes"])
+    >>> nx.nn.logsumexp(x, "classes").named_shape
+    {'batch': 2}
+    """
 @overload
 def logmeanexp(x: NamedArray, axis: (int | str | tuple[int | str, ...] | None) = None, where: NamedArray | ArrayLike | None = None, keepdims: bool = False) -> NamedArray: ...
 @overload
 def logmeanexp(x: NamedArray | ArrayLike, axis: (int | str | tuple[int | str, ...] | None) = None, *, where: NamedArray, keepdims: bool = False) -> NamedArray: ...
 @overload
-def logmeanexp(x: ArrayLike, axis: (int | str | tuple[int | str, ...] | None) = None, where: ArrayLike | None = ..., keepdims: bool = False) -> Array: ...
+def logmeanexp(x: ArrayLike, axis: (int | str | tuple[int | str, ...] | None) = None, where: ArrayLike | None = ..., keepdims: bool = False) -> Array:
+    """``jax.nn.logmeanexp`` over positional and/or named axes (``axis=None``: positional axes only).
+
+    >>> import namedarray as nx, jax.numpy as jnp
+    >>> x = nx.wrap(jnp.zeros((2, 4)), ["batch", "classes"])
+    >>> nx.nn.logmeanexp(x, "classes").unwrap(["batch"]).tolist()
+    [0.0, 0.0]
+    """
 @overload
 def standardize(x: NamedArray, axis: (int | str | tuple[int | str, ...] | None) = -1, mean: NamedArray | ArrayLike | None = None, variance: NamedArray | ArrayLike | None = None, epsilon: Any = 1e-05, where: NamedArray | ArrayLike | None = None, *, algorithm: str = 'fast') -> NamedArray: ...
 @overload
@@ -161,17 +344,42 @@ def standardize(x: NamedArray | ArrayLike, axis: (int | str | tuple[int | str, .
 @overload
 def standardize(x: NamedArray | ArrayLike, axis: (int | str | tuple[int | str, ...] | None) = -1, mean: NamedArray | ArrayLike | None = None, variance: NamedArray | ArrayLike | None = None, epsilon: Any = 1e-05, *, where: NamedArray, algorithm: str = 'fast') -> NamedArray: ...
 @overload
-def standardize(x: ArrayLike, axis: (int | str | tuple[int | str, ...] | None) = -1, mean: ArrayLike | None = ..., variance: ArrayLike | None = ..., epsilon: Any = 1e-05, where: ArrayLike | None = ..., *, algorithm: str = 'fast') -> Array: ...
+def standardize(x: ArrayLike, axis: (int | str | tuple[int | str, ...] | None) = -1, mean: ArrayLike | None = ..., variance: ArrayLike | None = ..., epsilon: Any = 1e-05, where: ArrayLike | None = ..., *, algorithm: str = 'fast') -> Array:
+    """``jax.nn.standardize`` over positional and/or named axes (zero mean, unit variance along them).
+
+    >>> import namedarray as nx, jax.numpy as jnp
+    >>> x = nx.wrap(jnp.array([[1.0, 3.0], [2.0, 6.0]]), ["batch", "feature"])
+    >>> y = nx.nn.standardize(x, axis="feature", epsilon=0.0)
+    >>> y.unwrap(["batch", "feature"]).tolist()
+    [[-1.0, 1.0], [-1.0, 1.0]]
+    """
 @overload
 def glu(x: NamedArray, axis: int | str = -1) -> NamedArray: ...
 @overload
-def glu(x: ArrayLike, axis: int | str = -1) -> Array: ...
+def glu(x: ArrayLike, axis: int | str = -1) -> Array:
+    """``jax.nn.glu``: split ``axis`` (a position or a name, which keeps half its size) in two halves
+    ``a, b`` and return ``a * sigmoid(b)``.
+
+    >>> import namedarray as nx, jax.numpy as jnp
+    >>> nx.nn.glu(nx.wrap(jnp.ones((2, 4)), ["b", "hidden"]), axis="hidden").named_shape
+    {'b': 2, 'hidden': 2}
+    """
 @overload
 def one_hot(x: NamedArray, num_classes: int, *, dtype: DTypeLike | None = None, axis: int | str = -1) -> NamedArray: ...
 @overload
 def one_hot(x: ArrayLike, num_classes: int, *, dtype: DTypeLike | None = None, axis: str) -> NamedArray: ...
 @overload
-def one_hot(x: ArrayLike, num_classes: int, *, dtype: DTypeLike | None = None, axis: int = -1) -> jax.Array: ...
+def one_hot(x: ArrayLike, num_classes: int, *, dtype: DTypeLike | None = None, axis: int = -1) -> jax.Array:
+    """``jax.nn.one_hot``; with a name for ``axis`` the class axis becomes that *named* axis.
+
+    Out-of-range indices give all zeros. When an enclosing ``nx.xmap`` binds the name, ``num_classes`` must
+    equal its size. With an int ``axis`` the class axis is positional and named axes are batch axes.
+
+    >>> import namedarray as nx, jax.numpy as jnp
+    >>> y = nx.nn.one_hot(nx.wrap(jnp.array([1, 0]), ["batch"]), 3, axis="classes")
+    >>> y.named_shape, y.unwrap(["batch", "classes"]).tolist()
+    ({'batch': 2, 'classes': 3}, [[0.0, 1.0, 0.0], [1.0, 0.0, 0.0]])
+    """
 @overload
 def layer_norm(x: NamedArray, axis: (int | str | tuple[int | str, ...] | None), scale: NamedArray | ArrayLike | None = None, bias: NamedArray | ArrayLike | None = None, eps: float = 1e-05) -> NamedArray: ...
 @overload
@@ -179,13 +387,31 @@ def layer_norm(x: NamedArray | ArrayLike, axis: (int | str | tuple[int | str, ..
 @overload
 def layer_norm(x: NamedArray | ArrayLike, axis: (int | str | tuple[int | str, ...] | None), scale: NamedArray | ArrayLike | None = None, *, bias: NamedArray, eps: float = 1e-05) -> NamedArray: ...
 @overload
-def layer_norm(x: ArrayLike, axis: (int | str | tuple[int | str, ...] | None), scale: ArrayLike | None = ..., bias: ArrayLike | None = ..., eps: float = 1e-05) -> Array: ...
+def layer_norm(x: ArrayLike, axis: (int | str | tuple[int | str, ...] | None), scale: ArrayLike | None = ..., bias: ArrayLike | None = ..., eps: float = 1e-05) -> Array:
+    """Layer normalization over ``axis`` (names and/or positions): ``(x - mean) / sqrt(var + eps)``, then
+    times ``scale`` plus ``bias``, which broadcast by name (they may carry only names ``x`` has).
+
+    The statistics are computed in at least float32; the result has ``x``'s dtype (before ``scale``).
+
+    >>> import namedarray as nx, jax.numpy as jnp
+    >>> x = nx.wrap(jnp.array([[1.0, 3.0], [2.0, 6.0]]), ["batch", "embed"])
+    >>> nx.nn.layer_norm(x, "embed", eps=0.0).unwrap(["batch", "embed"]).tolist()
+    [[-1.0, 1.0], [-1.0, 1.0]]
+    """
 @overload
 def rms_norm(x: NamedArray, axis: (int | str | tuple[int | str, ...] | None), scale: NamedArray | ArrayLike | None = None, eps: float = 1e-05) -> NamedArray: ...
 @overload
 def rms_norm(x: NamedArray | ArrayLike, axis: (int | str | tuple[int | str, ...] | None), *, scale: NamedArray, eps: float = 1e-05) -> NamedArray: ...
 @overload
-def rms_norm(x: ArrayLike, axis: (int | str | tuple[int | str, ...] | None), scale: ArrayLike | None = ..., eps: float = 1e-05) -> Array: ...
+def rms_norm(x: ArrayLike, axis: (int | str | tuple[int | str, ...] | None), scale: ArrayLike | None = ..., eps: float = 1e-05) -> Array:
+    """RMS normalization over ``axis`` (names and/or positions): ``x / sqrt(mean(x**2) + eps)``, then times
+    ``scale`` (broadcast by name; it may carry only names ``x`` has).
+
+    >>> import namedarray as nx, jax.numpy as jnp
+    >>> x = nx.wrap(jnp.array([[2.0, -2.0], [3.0, 3.0]]), ["batch", "embed"])
+    >>> nx.nn.rms_norm(x, "embed", eps=0.0).unwrap(["batch", "embed"]).tolist()
+    [[1.0, -1.0], [1.0, 1.0]]
+    """
 @overload
 def dot_product_attention(query: NamedArray, key: NamedArray | ArrayLike, value: NamedArray | ArrayLike, bias: NamedArray | ArrayLike | None = None, mask: NamedArray | ArrayLike | None = None, *, seq_axis: str | None = None, kv_seq_axis: str | None = None, head_axis: str | None = None, heads_axis: str | None = None, scale: float | None = None, is_causal: bool = False, query_seq_lengths: Any = None, key_value_seq_lengths: Any = None, local_window_size: Any = None, implementation: str | None = None) -> NamedArray: ...
 @overload
@@ -197,10 +423,38 @@ def dot_product_attention(query: NamedArray | ArrayLike, key: NamedArray | Array
 @overload
 def dot_product_attention(query: NamedArray | ArrayLike, key: NamedArray | ArrayLike, value: NamedArray | ArrayLike, bias: NamedArray | ArrayLike | None = None, *, mask: NamedArray, seq_axis: str | None = None, kv_seq_axis: str | None = None, head_axis: str | None = None, heads_axis: str | None = None, scale: float | None = None, is_causal: bool = False, query_seq_lengths: Any = None, key_value_seq_lengths: Any = None, local_window_size: Any = None, implementation: str | None = None) -> NamedArray: ...
 @overload
-def dot_product_attention(query: ArrayLike, key: ArrayLike, value: ArrayLike, bias: ArrayLike | None = ..., mask: ArrayLike | None = ..., *, seq_axis: str | None = None, kv_seq_axis: str | None = None, head_axis: str | None = None, heads_axis: str | None = None, scale: float | None = None, is_causal: bool = False, query_seq_lengths: Any = None, key_value_seq_lengths: Any = None, local_window_size: Any = None, implementation: str | None = None) -> Array: ...
+def dot_product_attention(query: ArrayLike, key: ArrayLike, value: ArrayLike, bias: ArrayLike | None = ..., mask: ArrayLike | None = ..., *, seq_axis: str | None = None, kv_seq_axis: str | None = None, head_axis: str | None = None, heads_axis: str | None = None, scale: float | None = None, is_causal: bool = False, query_seq_lengths: Any = None, key_value_seq_lengths: Any = None, local_window_size: Any = None, implementation: str | None = None) -> Array:
+    """Scaled dot-product attention along named axes (see the module documentation).
+
+    >>> import jax, jax.numpy as jnp, namedarray as nx
+    >>> q = nx.zeros({"b": 2, "q": 3, "d": 4})
+    >>> kv = nx.wrap(jnp.arange(24.0).reshape(2, 3, 4), ["b", "k", "d"])
+    >>> mask = nx.arange(3, name="q") >= nx.arange(3, name="k")     # causal, by name
+    >>> out = nx.nn.dot_product_attention(q, kv, kv, mask=mask, seq_axis="q", kv_seq_axis="k", head_axis="d")
+    >>> out.named_shape, out.unwrap(["b", "q", "d"])[0, 0].tolist()   # the first query sees the first key
+    ({'b': 2, 'd': 4, 'q': 3}, [0.0, 1.0, 2.0, 3.0])
+    """
 @overload
 def dropout(key: ArrayLike, rate: ArrayLike, x: NamedArray, *, broadcast_axes: (int | str | Sequence[int | str] | None) = (), deterministic: bool = False) -> NamedArray: ...
 @overload
-def dropout(key: ArrayLike, rate: ArrayLike, x: ArrayLike, *, broadcast_axes: (int | str | Sequence[int | str] | None) = (), deterministic: bool = False) -> Array: ...
+def dropout(key: ArrayLike, rate: ArrayLike, x: ArrayLike, *, broadcast_axes: (int | str | Sequence[int | str] | None) = (), deterministic: bool = False) -> Array:
+    """Zero each element of ``x`` with probability ``rate`` and scale the others by ``1 / (1 - rate)``; by
+    name: the mask is shared along the names (and positions) in ``broadcast_axes`` and drawn independently
+    along every other axis of ``x``, whatever order ``x`` stores its names in. The result has ``x``'s
+    named shape, positional shape and dtype.
+
+    ``rate`` is a scalar in ``[0, 1)`` (a traced rate cannot be checked); with ``rate == 0`` or
+    ``deterministic=True`` ``x`` is returned unchanged (no key needed). ``key`` is a typed or a uint32 key,
+    or a named key array (one key per index of some of ``x``'s names, see :func:`namedarray.random.split`).
+    ``broadcast_axes`` is a name, a position, or a sequence of both.
+
+    >>> import jax, namedarray as nx
+    >>> x = nx.ones({"batch": 3, "seq": 4, "embed": 8})
+    >>> y = nx.nn.dropout(jax.random.key(0), 0.25, x, broadcast_axes=("seq",))
+    >>> y.named_shape == x.named_shape, bool(nx.all(y == y[{"seq": 0}], axis=("batch", "seq", "embed")))
+    (True, True)
+    >>> nx.nn.dropout(None, 0.25, x, deterministic=True) is x
+    True
+    """
 
 def __getattr__(name: str) -> Any: ...  # jax's other functions, lifted on first use

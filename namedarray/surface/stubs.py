@@ -20,9 +20,15 @@ when an array argument is one, or when ``named_shape=``/``name=`` asks for names
 otherwise; a function whose source declares overloads (``typing.overload``) gets those. An annotation that
 names something the stubs cannot import is written as ``Any``.
 
+Each function, method and property carries the documentation ``help()`` shows for it (for the mirror,
+the one :func:`~namedarray.engine.docstrings.document` writes: nx's rule, then jax's text), in its last
+overload where it has several (jedi reads the last, pyright the first that has one): an editor reading a
+stub shows nothing else, since the functions it declares exist only at run time.
+
 A stub offers an editor the public names only: what annotations need is imported without ``as`` (so not
-re-exported: ``nx.JitFunction`` is no name), numpy is ``numpy`` (no ``nx.np``), and type variables are
-private (``_T``).
+re-exported: ``nx.JitFunction`` is no name), numpy is ``numpy`` (no ``nx.np``), type variables are
+private (``_T``), and the package's internal subpackages (``core``, ``engine``, ...) are declared and
+deleted (:func:`_internal`).
 
 ``python -m namedarray.surface.stubs`` (``make stubs``) writes them; ``--check`` exits with status 1 when
 a written stub differs from what the package gives now (the tests run this check).
@@ -30,8 +36,10 @@ a written stub differs from what the package gives now (the tests run this check
 >>> files = render()
 >>> sorted(files)[:2]
 ['__init__.pyi', 'core/array.pyi']
->>> [line for line in files["__init__.pyi"].splitlines() if line.startswith("def exp(")]
-['def exp(x: NamedArray, /) -> NamedArray: ...', 'def exp(x: ArrayLike, /) -> Array: ...']
+>>> lines = files["__init__.pyi"].splitlines()
+>>> start = lines.index("def exp(x: NamedArray, /) -> NamedArray: ...")
+>>> lines[start + 1:start + 3], lines[start + 3].split("``")[1]  # the last overload is documented
+(['@overload', 'def exp(x: ArrayLike, /) -> Array:'], 'nx.exp')
 """
 
 from __future__ import annotations
@@ -231,6 +239,52 @@ def _render(name: str, params: list[_Param], ret: str | None, indent: str = "") 
     return f"{indent}def {name}({', '.join(parts)})" + (f" -> {ret}" if ret else "") + ": ..."
 
 
+
+def _docstring(obj: Any) -> str | None:
+    """The documentation ``help()`` shows for ``obj`` (cleaned, as ``inspect.getdoc`` gives it), or None."""
+    try:
+        doc = inspect.getdoc(obj)
+    except Exception:  # an object whose __doc__ is no string
+        return None
+    return doc if isinstance(doc, str) and doc.strip() else None
+
+
+def _literal(doc: str, indent: str) -> list[str]:
+    """``doc`` as the lines of a docstring at ``indent``, whose value is ``doc`` again once cleaned.
+
+    Backslashes, control characters and runs of three quotes are escaped, and so is a final quote, which
+    would run into the closing ones.
+
+    >>> import ast
+    >>> doc = 'A backslash (\\\\), three quotes (""\\"), and a quote at the end: "x"'
+    >>> ast.literal_eval("\\n".join(_literal(doc, ""))) == doc
+    True
+    """
+    text = doc.replace("\\", "\\\\")
+    text = "".join(c if c in "\n\t" or c.isprintable() else f"\\u{ord(c):04x}" for c in text)
+    text = text.replace('"""', '\\"\\"\\"')
+    if text.endswith('"'):
+        text = text[:-1] + '\\"'
+    lines = text.split("\n")
+    if len(lines) == 1:
+        return [f'{indent}"""{text}"""']
+    return [f'{indent}"""{lines[0]}', *(indent + line if line.strip() else "" for line in lines[1:]),
+            f'{indent}"""']
+
+
+def _documented(lines: list[str], doc: str | None) -> list[str]:
+    """``lines`` (a stub's ``def`` line, or its overloads) with ``doc`` as the body of the last ``def``: the
+    overload editors read it from (jedi the last, pyright the first that has one)."""
+    if doc is None:
+        return lines
+    last = max(i for i, line in enumerate(lines) if line.lstrip().startswith("def "))
+    head, sep, comment = lines[last].partition(": ...")
+    if not sep:
+        return lines
+    indent = head[:len(head) - len(head.lstrip())] + "    "
+    return [*lines[:last], head + ":" + comment, *_literal(doc, indent), *lines[last + 1:]]
+
+
 # the mirror's rules whose results follow their arguments: named in, named out; plain in, plain out
 _RULED = ("elementwise", "reduction", "single", "along", "lifted", "positional", "arguments")
 _NAMED = re.compile(r"(?<![\w.])NamedArray(?![\w.])")
@@ -334,24 +388,25 @@ def _default(value: Any) -> str:
 
 
 @cache
-def _jax_numpy_declares() -> set[str]:
-    """The names jax's own stub for ``jax.numpy`` declares (what a type checker knows of it)."""
+def _jax_numpy_declares() -> tuple[set[str], set[str]]:
+    """The names jax's own stub for ``jax.numpy`` declares (what a type checker knows of it), and those of
+    them it declares by assignment only (``promote_types = _np.promote_types``: no documentation there)."""
     import jax.numpy as jnp
 
     path = pathlib.Path(jnp.__file__).with_suffix(".pyi")
     if not path.exists():
-        return set(dir(jnp))
-    names = set()
+        return set(dir(jnp)), set()
+    names, assigned = set(), set()
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
             names.add(node.name)
         elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
             names.add(node.target.id)
         elif isinstance(node, ast.Assign):
-            names.update(t.id for t in node.targets if isinstance(t, ast.Name))
+            assigned.update(t.id for t in node.targets if isinstance(t, ast.Name))
         elif isinstance(node, ast.ImportFrom):
             names.update(a.asname or a.name for a in node.names)
-    return names
+    return names | assigned, assigned - names
 
 
 def _value(name: str, obj: Any, stub: _Module, jnp: Any) -> list[str]:
@@ -363,7 +418,12 @@ def _value(name: str, obj: Any, stub: _Module, jnp: Any) -> list[str]:
         parent, _, leaf = module.rpartition(".")  # relative to the package root, whose stub this is
         return [f"from .{parent.removeprefix('namedarray').lstrip('.')} import {leaf} as {name}"]
     if jnp is not None and getattr(jnp, name, None) is obj:  # jax's own object, with jax's own types
-        if name in _jax_numpy_declares():
+        declared, assigned = _jax_numpy_declares()
+        doc = _docstring(obj)
+        if name in assigned and doc and callable(obj) and not isinstance(obj, type):
+            # jax's stub binds it to numpy's, where editors find no documentation: written out with its own
+            return _documented(stub.lines(obj, name), doc)
+        if name in declared:
             return [f"from jax.numpy import {name} as {name}"]  # jax's own object, re-exported as it is
         return [f"{name}: Any"]  # jax's stubs do not declare it
     if isinstance(obj, type):
@@ -371,7 +431,7 @@ def _value(name: str, obj: Any, stub: _Module, jnp: Any) -> list[str]:
             return [f"from namedarray.core.array import NamedArray as {name}"]
         return [f"from {obj.__module__} import {obj.__name__} as {name}"]
     if callable(obj):
-        return stub.lines(obj, name)
+        return _documented(stub.lines(obj, name), _docstring(obj))
     if obj is None:
         return [f"{name}: None"]
     if type(obj) in (bool, int, float, complex, str):
@@ -399,7 +459,25 @@ def _assemble(stub: _Module, body: list[str]) -> str:
 def _root() -> str:
     nx = importlib.import_module("namedarray")
     names = list(nx.__all__)
-    return _module_stub(names, nx, ["__version__: str"])
+    internal = _internal(nx)
+    hidden = ["", "# internal modules, bound on the package as they load: no names of nx (stubs._internal)",
+              *(f"{n}: None = None\ndel {n}" for n in internal)] if internal else []
+    return _module_stub(names, nx, ["__version__: str"]) + "".join(line + "\n" for line in hidden)
+
+
+def _internal(package: types.ModuleType) -> list[str]:
+    """The modules and subpackages in ``package``'s folder that are no part of its API.
+
+    The import system binds each on the package as it loads, and an editor lists a package's folder among
+    its names (jedi does, whatever the package's ``__all__`` or stub). The root stub declares and deletes
+    them, last: a type checker then has no such name of ``nx``, and jedi skips a name whose definition is
+    a ``del`` (so ``nx.`` offers the public names only).
+    """
+    folder = pathlib.Path(package.__file__).parent
+    found = {p.name for p in folder.iterdir() if p.is_dir() and (p / "__init__.py").exists()}
+    found |= {p.name.partition(".")[0] for p in folder.iterdir() if p.suffix in (".py", ".pyi")}
+    public = set(package.__all__)
+    return sorted(n for n in found if n.isidentifier() and not n.startswith("_") and n not in public)
 
 
 def _lifted(sub: str) -> str:
@@ -438,7 +516,8 @@ def _class_lines(cls: type, stub: _Module) -> list[str]:
         and not isinstance(v, types.MemberDescriptorType)}  # slots: declared below
     shadowed = set(members)
     scope = vars(sys.modules[cls.__module__])
-    lines = [f"class {cls.__name__}:"]
+    doc = _docstring(cls)
+    lines = [f"class {cls.__name__}:", *(_literal(doc, "    ") if doc else [])]
     for name, ann in sorted(cls.__dict__.get("__annotations__", {}).items()):
         lines.append(f"    {name}: {stub.annotation(ann, scope, shadowed)}")
     slots = [s for s in getattr(cls, "__slots__", ()) if not s.startswith("_")]
@@ -449,12 +528,16 @@ def _class_lines(cls: type, stub: _Module) -> list[str]:
                 callable(value) or isinstance(value, property)):
             if isinstance(value, classmethod):
                 lines.append("    @classmethod")
-                lines.append(stub.signature(value.__func__, name, "    ", shadowed, self_param=True))
+                lines += _documented(
+                    [stub.signature(value.__func__, name, "    ", shadowed, self_param=True)],
+                    _docstring(value.__func__))
             elif isinstance(value, staticmethod):
                 lines.append("    @staticmethod")
-                lines.append(stub.signature(value.__func__, name, "    ", shadowed))
+                lines += _documented([stub.signature(value.__func__, name, "    ", shadowed)],
+                                     _docstring(value.__func__))
             elif name == "__init__":
-                lines.append(stub.signature(value, name, "    ", shadowed, self_param=True))
+                lines += _documented([stub.signature(value, name, "    ", shadowed, self_param=True)],
+                                     _docstring(getattr(cls, name)))
             elif not callable(value) and not isinstance(value, property):
                 kind = type(value).__name__ if type(value) in (int, float, str) else "Any"
                 lines.append(f"    {name}: {kind}")
@@ -463,14 +546,16 @@ def _class_lines(cls: type, stub: _Module) -> list[str]:
             fget = value.fget
             if isinstance(fget, type):  # x.at: the indexer class, built from the array
                 stub.imports.add(f"from {fget.__module__} import {fget.__name__}")
-                lines += ["    @property", f"    def {name}(self) -> {fget.__name__}: ..."]
+                lines += ["    @property", *_documented([f"    def {name}(self) -> {fget.__name__}: ..."],
+                                                         _docstring(value))]
             else:
-                lines += ["    @property", stub.signature(fget, name, "    ", shadowed, self_param=True)]
+                lines += ["    @property", *_documented(
+                    [stub.signature(fget, name, "    ", shadowed, self_param=True)], _docstring(value))]
             continue
         line = stub.signature(value, name, "    ", shadowed, self_param=True)
         if name in ("__eq__", "__ne__"):
             line += "  # type: ignore[override]"  # object's take any other value and return a bool
-        lines.append(line)
+        lines += _documented([line], _docstring(getattr(cls, name)))
     return lines
 
 
@@ -481,7 +566,7 @@ def _array() -> str:
     body = ["", *_class_lines(array.NamedArray, stub), ""]
     for name in array.__all__:
         if name != "NamedArray":
-            body += stub.lines(getattr(array, name), name)
+            body += _documented(stub.lines(getattr(array, name), name), _docstring(getattr(array, name)))
     body += ["", "def __getattr__(name: str) -> Any: ...  # the module's other, internal, names"]
     return _assemble(stub, [f"__all__ = {list(array.__all__)!r}", *body])
 
