@@ -137,7 +137,7 @@ CACHES = {"boundary permutations", "eager kernels", "einsum forms", "einsum plan
           "nx.xmap compilations with argument layouts", "nx.jit compilations with argument layouts",
           "last calls of nx.jit and nx.xmap", "plan cost calibrations",
           "nx.xmap compilations of configurations that are not keys",
-          "rearrange specs", "sharding targets", "traced contractions"}
+          "rearrange specs", "sharding targets", "traced contractions", "trace-time plans"}
 
 
 def test_clear_caches_empties_every_cache_the_library_owns():

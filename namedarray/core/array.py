@@ -523,7 +523,14 @@ def _flatten_with_keys(x: NamedArray):
     # The key names the order (``.data[embed,mlp]``): a checkpoint keyed by path records what each leaf
     # means, and a target laid out in another order finds no matching path instead of a transposed leaf.
     d, names = canonical_storage(x)
-    return ((jax.tree_util.GetAttrKey(order_key(names)), d),), names
+    key = _plans.get(("path key", names))
+    if key is None:  # every trace flattens its arguments with paths: the key is built once per order
+        key = jax.tree_util.GetAttrKey(order_key(names))
+        _plans.put(("path key", names), key)
+    return ((key, d),), names
+
+
+_plans = kernels.plans  # the path key of each order met (a function of the names alone)
 
 
 def _flatten(x: NamedArray):

@@ -18,6 +18,8 @@ and traced by jax once per operand shapes and dtypes inside it. Three properties
 * **Nothing a failed call did stays behind.** A kernel whose first trace fails is dropped, and a kernel
   records its result structure per operand signature only after a trace succeeds, so a rejected call
   cannot change what a later valid call gets.
+* **Traces decide once.** Under a trace an operation runs its implementation in Python, and what that
+  decides from names, abstract values and the environment is kept in :class:`Plans`, keyed on all of them.
 * **Memory is bounded.** User functions in a key (``nx.nmap(lambda v: ...)``) are held weakly: their
   kernels go away with them, as ``jax.jit``'s do. Everything else is a least-recently-used table of at
   most :data:`MAX_KERNELS` kernels. ``nx.clear_caches()`` empties it (and every other nx cache).
@@ -48,7 +50,7 @@ import numpy as np
 
 from . import caches
 
-__all__ = ["MAX_KERNELS", "Static", "kernel_for", "site", "file", "stats", "size", "resize"]
+__all__ = ["MAX_KERNELS", "Static", "kernel_for", "site", "file", "stats", "size", "resize", "Plans", "plans"]
 
 #: The most eager kernels kept at once (least recently used first out). Each holds a compiled executable
 #: per operand signature it has seen (about 1.4 MB on CPU, as a ``jax.jit`` executable does), so this bounds
@@ -588,3 +590,53 @@ def resize(max_kernels: int) -> int:
 
 
 caches.register("eager kernels", _table.clear, _table.__len__, resize)
+
+
+# --------------------------------------------------------------------------------------------------------
+# Trace-time plans
+
+
+class Plans:
+    """What an operation decided at trace time from names, shapes, dtypes and the environment alone, kept
+    so that the next trace of the same layout decides nothing: a bounded table, read without a lock.
+
+    Under a trace every named operation runs its implementation in Python (there is no kernel to reuse):
+    aligning names, checking sizes, choosing a contraction's dimension numbers. All of that is a function
+    of the operands' names and abstract values (shape, dtype, weak type, sharding) and of the axis
+    environment, so a call site keys what it decided on exactly those, and a hit skips to the jax calls it
+    decided on. A key holds abstract values (interned by jax, compared as values), never a tracer. A call
+    that fails stores nothing; a full table drops its oldest entry. ``nx.clear_caches()`` empties it.
+
+    >>> p = Plans("doc plans", 2)
+    >>> p.put("a", 1); p.put("b", 2); p.put("c", 3)
+    >>> p.get("a"), p.get("c"), len(p)
+    (None, 3, 2)
+    """
+
+    def __init__(self, name: str, maxsize: int = 4096):
+        self.table: dict = {}
+        self.maxsize = maxsize
+        self.get = self.table.get  # the hot path: one C call, no lock (a dict read is atomic)
+        self._lock = threading.Lock()
+        caches.register(name, self.table.clear, self.__len__, self.resize)
+
+    def put(self, key: Any, value: Any) -> None:
+        with self._lock:
+            table = self.table
+            while len(table) >= self.maxsize and table:
+                del table[next(iter(table))]  # the oldest entry first (dicts keep insertion order)
+            table[key] = value
+
+    def resize(self, maxsize: int) -> int:
+        with self._lock:
+            old, self.maxsize = self.maxsize, maxsize
+            while len(self.table) > maxsize:
+                del self.table[next(iter(self.table))]
+            return old
+
+    def __len__(self) -> int:
+        return len(self.table)
+
+
+#: The library's trace-time plans, one table: each call site's keys begin with a tag of its own
+plans = Plans("trace-time plans", 8192)

@@ -12,6 +12,13 @@ arrays (NamedArrays, jax/NumPy arrays, Python scalars). :func:`run` executes it:
   per shapes and dtypes, so alignment (:mod:`namedarray.core.layout`: reshapes, transposes, broadcasts) is
   fused with the operation into a single dispatch.
 
+Under a trace there is no kernel to reuse, and the Python that decides an operation's layout would run on
+every traced op. What it decides is a function of the operands' names and abstract values and of the
+environment, so the hottest implementations (elementwise, reductions, the named dot) keep it in trace-time
+plans (:class:`namedarray.core.kernels.Plans`) under exactly that key: a second trace of the same layout
+goes straight to the jax calls, and emits the jaxpr positional code would (a missing leading name is left to
+the operation's own broadcasting where NumPy's rank promotion is allowed, as ``x + b`` does in jnp).
+
 Results keep the natural storage order of the layout rule (:mod:`namedarray.core.layout`). The implementations
 share three building blocks defined here: :func:`elementwise` (broadcast by name),
 :func:`reduce` (reduce over positions and names) and :func:`along` (an operation along one axis that keeps
@@ -168,6 +175,14 @@ clear_cache = caches.clear_caches
 
 def _elementwise_impl(static, *operands):
     fn, where, kwargs = static
+    key = _layout_key(operands)
+    if key is not None:
+        found = _ELEMENTWISE_PLANS.get(key)
+        if found is not None:  # this layout was aligned before: the same transposes and reshapes
+            names, recipes = found
+            datas = [(v.data if type(v) is NamedArray else v) if r is None else _realign(v, r)
+                     for v, r in zip(operands, recipes)]
+            return _apply(fn, kwargs, datas, names, operands, where)
     names = union(operands)
     pos = -1
     ranks_differ = False
@@ -196,21 +211,112 @@ def _elementwise_impl(static, *operands):
     else:
         join(operands, where)
     pad = pos if ranks_differ else None
-    datas = [align(v, names, pos=pad) for v in operands]
+    # where NumPy's rules may add leading axes (rank promotion allowed), the operation broadcasts a
+    # missing leading name itself, inside its own cached trace, as it does in positional code
+    implicit = _rank_promotion.value == "allow"
+    loose = names or pad is not None  # a plain array is reshaped: as a jax array
+    operands_ = [v if type(v) is NamedArray or v is None or type(v) in _SCALARS or not loose
+                 else jnp.asarray(v) for v in operands]
+    recipes = tuple(_recipe(v, names, pad, implicit) for v in operands_)
+    datas = [(v.data if type(v) is NamedArray else v) if r is None else _realign(v, r)
+             for v, r in zip(operands_, recipes)]
     if k and len(operands) > 1 and placement.explicit_in_context():
         # On Explicit mesh axes jax joins the operands' layouts dim by dim, and two names split over one mesh
         # axis in different operands (fully sharded rules: a parameter's `embed`, an activation's `batch`)
         # would split the result twice over it: lay them out as the result's names rank first
         datas = placement.align_explicit_layouts(
             datas, [names if type(v) is NamedArray else None for v in operands], _env.current().mapping())
+        key = None
+    out = _apply(fn, kwargs, datas, names, operands, where)
+    if key is not None:  # kept once the operation succeeded: a failed call leaves nothing behind
+        _ELEMENTWISE_PLANS.put(key, (names, recipes))
+    return out
+
+
+def _apply(fn: Callable, kwargs: tuple, datas: list, names: tuple[str, ...], operands: tuple, where: str):
     try:
-        out = fn(*datas, **dict(kwargs))
+        out = fn(*datas, **dict(kwargs)) if kwargs else fn(*datas)
     except (TypeError, ValueError):
         _check_positional(operands, where)
         raise
     if isinstance(out, tuple):
         return tuple(_make(o, names) for o in out)
     return _make(out, names)
+
+
+_SCALARS = frozenset((int, float, complex, bool))
+_rank_promotion = jax._src.config.numpy_rank_promotion
+# Under a trace: the names of each layout's result and how each operand is laid out for it
+_ELEMENTWISE_PLANS = kernels.plans
+
+
+def _layout_key(operands: tuple) -> tuple | None:
+    """What an elementwise operation's alignment is a function of: each operand's names and abstract value
+    (a Python scalar's type), the environment and NumPy's rank promotion; None where an operand is
+    concrete or of another kind, or the mesh in context has Explicit axes (aligned afresh every time)."""
+    parts = []
+    for v in operands:
+        t = type(v)
+        if t is NamedArray:
+            d = v.data
+            if not isinstance(d, _Tracer):
+                return None
+            parts.append((v.names, d.aval))
+        elif t in _SCALARS or v is None:
+            parts.append(t)
+        elif isinstance(v, _Tracer):
+            parts.append(v.aval)
+        else:
+            return None
+    if len(parts) > 1 and placement.explicit_in_context():  # layouts joined by name: aligned afresh
+        return None
+    env = _env.current()
+    return ("elementwise", tuple(parts), None if env is _env.EMPTY else env, _rank_promotion.value)
+
+
+def _recipe(v: Any, names: tuple[str, ...], pad: int | None, implicit: bool) -> tuple | None:
+    """How :func:`namedarray.core.layout.align` lays ``v`` out as (``pad`` positional axes, ``names``):
+    (a transpose or None, a reshape or None), or None when it is used as it is. With ``implicit``, leading
+    size-1 axes are left to the operation's own broadcasting."""
+    if type(v) is NamedArray:
+        d = v.data
+        own = v.names
+        shape_now = d.shape
+        p = len(shape_now) - len(own)
+        if own == names and (pad is None or pad == p):
+            return None
+        order = tuple(n for n in names if n in own)
+        perm = None
+        if order != own:
+            perm = tuple(range(p)) + tuple(p + own.index(n) for n in order)
+            shape_now = tuple(shape_now[i] for i in perm)
+        shape_of = dict(zip(order, shape_now[p:]))
+        lead = () if pad is None else (1,) * (pad - p)
+        shape: tuple | None = lead + shape_now[:p] + tuple(shape_of.get(n, 1) for n in names)
+    elif v is None or type(v) in _SCALARS or (not names and pad is None) or v.ndim == 0:
+        return None
+    else:
+        perm = None
+        shape_now = v.shape
+        lead = () if pad is None else (1,) * (pad - v.ndim)
+        shape = lead + shape_now + (1,) * len(names)
+    if shape == shape_now:
+        shape = None
+    elif implicit:
+        extra = len(shape) - len(shape_now)
+        if extra > 0 and shape[extra:] == shape_now and not any(s != 1 for s in shape[:extra]):
+            shape = None
+    return None if perm is None and shape is None else (perm, shape)
+
+
+def _realign(v: Any, recipe: tuple) -> Any:
+    d = v.data if type(v) is NamedArray else v
+    perm, shape = recipe
+    if perm is not None:
+        d = jax.lax.transpose(d, perm)
+    if shape is not None:
+        d = jax.lax.reshape(d, shape)  # the primitive: jnp's reshape costs trace time on every op
+    return d
 
 
 def _check_positional(operands: tuple, where: str) -> None:
@@ -390,10 +496,18 @@ def _broadcast_missing(x: NamedArray, names: Sequence[str]) -> NamedArray:
 
 
 def _reduce_impl(static, x, *extra):
+    return _reduce_named(static, x, extra, None)
+
+
+def _reduce_named(static: tuple, x: NamedArray, extra: tuple, plan: list | None) -> NamedArray:
     fn, where, axis, keepdims, kwargs, single = static
     ints, names = normalize_axis(axis, x, where, allow_unbound=True, blocks=True)
     split = _split_names(names, fn, where, extra)
-    x = _broadcast_missing(x, names)
+    if split or extra:
+        plan = None
+    wide = _broadcast_missing(x, names)
+    if wide is not x:
+        x, plan = wide, None
     # a where= mask (aligned to x) follows x along the names it was just broadcast to
     extra = tuple(_broadcast_missing(e, names) if type(e) is NamedArray else e for e in extra)
     p = pos_ndim(x)
@@ -408,13 +522,17 @@ def _reduce_impl(static, x, *extra):
         out = _block_moment(fn, x.data, data_axes, kw, split)
     else:
         out = fn(x.data, *extra, axis=data_axes, **kw)
+    shape = None
     if keepdims:
         # keepdims keeps positional axes only (size 1); the reduced named axes leave the named shape.
         # Done here by a reshape: jnp's own keepdims is wrong for some functions on 0-d input (median).
         kept = tuple(1 if i in ints else s for i, s in enumerate(x.data.shape[:p]))
         kept += tuple(x.data.shape[p + x.names.index(n)] for n in out_names)
         lead = out.ndim - (len(kept) - len(ints))  # e.g. quantile's leading q axes
-        out = out.reshape(out.shape[:lead] + kept)
+        shape = out.shape[:lead] + kept
+        out = out.reshape(shape)
+    if plan is not None:
+        plan.append((data_axes, out_names, shape))
     if split and fn not in _MOMENTS:  # (the moments combined their blocks already)
         out = _combine_blocks(out, fn, split)
     return _make(out, out_names)
@@ -520,6 +638,12 @@ def reduce(fn: Callable, x: Any, axis: Any, where: str, keepdims: bool = False, 
                 return fire(kernel, d)
     else:
         site = None
+        if type(x) is NamedArray and not extra:
+            d = x.data
+            if type(d) is not _ArrayImpl and isinstance(d, _Tracer):
+                out = _reduce_traced(fn, x, d, axis, where, keepdims, kwargs, single)
+                if out is not None:
+                    return out
     if axis is not None:
         ours, theirs = _env.current().per_element(axis)
         if theirs:
@@ -532,6 +656,41 @@ def reduce(fn: Callable, x: Any, axis: Any, where: str, keepdims: bool = False, 
     elif axis is None:
         check_reduces(x, where)
     return run(_reduce_impl, (fn, where, axis, keepdims, kwargs, single), (x, *extra), site, key)
+
+
+def _reduce_traced(fn: Callable, x: NamedArray, d: Any, axis: Any, where: str, keepdims: bool, kwargs: tuple,
+                   single: bool) -> Any:
+    """A reduction of a traced value, by the plan an earlier trace of the same layout made (the storage
+    axes and the result's names, a function of the key below); None where it takes the general path."""
+    env = _env.current()
+    if env.resources:  # inside nx.xmap with resources every result is checked (run's traced path)
+        return None
+    if type(axis) is list:
+        axis = tuple(axis)
+    key = ("reduce", fn, axis, keepdims, single, x.names, d.aval, None if env is _env.EMPTY else env)
+    try:
+        found = _REDUCE_PLANS.get(key)
+    except TypeError:  # an unhashable axis argument: the general path says what is wrong with it
+        return None
+    if found is not None:
+        data_axes, out_names, shape = found
+        out = fn(d, axis=data_axes, **dict(kwargs)) if kwargs else fn(d, axis=data_axes)
+        if shape is not None:
+            out = out.reshape(shape)
+        return _make(out, out_names)
+    if axis is not None and env.per_element(axis)[1]:
+        return None
+    if axis is None:
+        check_reduces(x, where)
+    plan: list = []
+    out = _reduce_named((fn, where, axis, keepdims, kwargs, single), x, (), plan)
+    if plan:
+        _REDUCE_PLANS.put(key, plan[0])
+    return out
+
+
+# Under a trace: each reduction's storage axes and result names, by its layout
+_REDUCE_PLANS = kernels.plans
 
 
 # Inside a positional nx.xmap body a value is one element of the map: a reduction over the map's names is

@@ -57,7 +57,7 @@ __all__ = ["dot", "vdot", "matmul", "tensordot", "inner", "outer", "pdot"]
 
 def _dot_labels(a, a_labels: Sequence[Hashable], b, b_labels: Sequence[Hashable],
                 out_pos: Sequence[Hashable], out_named: Collection[Hashable], precision,
-                preferred_element_type) -> tuple[Any, list]:
+                preferred_element_type, plan: list | None = None) -> tuple[Any, list]:
     """Contract storage arrays ``a`` and ``b`` whose axes carry (unique) labels, like an einsum.
 
     A label in both operands and not in the output is contracted; in both and in the output it is a batch
@@ -65,10 +65,12 @@ def _dot_labels(a, a_labels: Sequence[Hashable], b, b_labels: Sequence[Hashable]
     summed first (``dot_general`` only contracts axes both sides have). The result holds the positional
     labels ``out_pos`` first, in that order, then the labels of ``out_named`` in ``dot_general``'s natural
     order (batch axes, then ``a``'s free axes, then ``b``'s): returns (result, those named labels in order).
+    Where the whole lowering is one traced contraction, it is appended to ``plan`` (a caller's trace-time
+    plan: the same labels and abstract operands lower to it again).
     """
     out_set = set(out_pos) | set(out_named)
     a_labels, b_labels = list(a_labels), list(b_labels)
-    a_set, b_set = set(a_labels), set(b_labels)
+    a_set, b_set = a_set0, b_set0 = set(a_labels), set(b_labels)
     summed = [l[1] for l in a_labels + b_labels if type(l) is tuple and l[0] == "n" and l not in out_set]
     # As jnp.dot: the result has the requested type, else the promoted one. The pre-sums return it too
     # (a bare jnp.sum would promote int8 and bool to int32, unlike the contraction).
@@ -98,7 +100,11 @@ def _dot_labels(a, a_labels: Sequence[Hashable], b, b_labels: Sequence[Hashable]
     named = [l for l in got if l not in pos_set]
     perm = tuple(got.index(l) for l in out_pos) + tuple(got.index(l) for l in named)
     if isinstance(a, jax.core.Tracer) or isinstance(b, jax.core.Tracer):
-        out = _contraction(dims, precision, out_type, out_sharding, perm)(a, b)
+        contraction = _contraction(dims, precision, out_type, out_sharding, perm)
+        out = contraction(a, b)
+        if (plan is not None and not _env.current().split and len(a_labels) == len(a_set0)
+                and len(b_labels) == len(b_set0)):
+            plan.append(contraction)  # nothing summed before the contraction, no blocks summed after it
     else:
         out = _contract(a, b, dims, precision, out_type, out_sharding, perm)
     return sum_blocks(out, summed), named
@@ -197,8 +203,34 @@ def _carries(names: Sequence[str], operands: Sequence[NamedArray], where: str) -
 
 
 def _dot_impl(static, a, b):
+    if type(a) is NamedArray and type(b) is NamedArray:
+        da, db = a.data, b.data
+        if isinstance(da, _Tracer) and isinstance(db, _Tracer):
+            # all the rest decides is a function of this key: the names, the abstract operands (shape,
+            # dtype, weak type, sharding), the environment (rules, blocks) and the dtype flags
+            env = _env.current()
+            key = ("dot", static, a.names, b.names, da.aval, db.aval, None if env is _EMPTY else env,
+                   _x64.value)
+            try:
+                found = _DOT_PLANS.get(key)
+            except TypeError:  # an unhashable option: decided on every call
+                return _dot_named(static, a, b, None)
+            if found is not None:
+                return _make(found[0](da, db), found[1])
+            plan: list = []
+            out = _dot_named(static, a, b, plan)
+            if plan:
+                _DOT_PLANS.put(key, (plan[0], out.names))
+            return out
+    return _dot_named(static, a, b, None)
+
+
+def _dot_named(static, a, b, plan: list | None):
     names, precision, preferred_element_type, where = static
-    a, b = wrap(a), wrap(b)
+    if type(a) is not NamedArray:
+        a = wrap(a)
+    if type(b) is not NamedArray:
+        b = wrap(b)
     _carries(names, (a, b), where)
     engine.join((a, b), where)  # any name with two sizes (contracted ones included) is an error
     # positional axes broadcast right-aligned, as in a * b; a size-1 axis facing a larger one is squeezed
@@ -230,6 +262,8 @@ def _dot_impl(static, a, b):
                 b_lab.append(("p", j))
                 b_keep.append(ib)
     ad, bd = a.data, b.data
+    if len(a_keep) != pa or len(b_keep) != pb:
+        plan = None  # a reshape before the contraction: not one call
     if len(a_keep) != pa:
         ad = ad.reshape(tuple(sa[i] for i in a_keep) + ad.shape[pa:])
     if len(b_keep) != pb:
@@ -239,7 +273,7 @@ def _dot_impl(static, a, b):
     contracted = set(names)
     out_named = [("n", m) for m in (set(a.names) | set(b.names)) - contracted]
     out, named = _dot_labels(ad, a_lab, bd, b_lab, [("p", j) for j in range(n)], out_named, precision,
-                             preferred_element_type)
+                             preferred_element_type, plan)
     return _make(out, tuple(m for _, m in named))
 
 
@@ -290,6 +324,9 @@ def dot(a: NamedArray | ArrayLike, b: NamedArray | ArrayLike, axis: str | Sequen
 
 
 _DOT_SITE = kernels.site()  # named dots' kernels, by the name, the operands' names and the environment
+_DOT_PLANS = kernels.plans  # under a trace: the contraction each layout lowers to
+_Tracer = jax.core.Tracer
+_x64 = jax._src.config.enable_x64  # result types depend on it
 _EMPTY = _env.EMPTY
 _ArrayImpl = engine.ArrayImpl
 _clock = kernels.clock

@@ -1,0 +1,114 @@
+"""Trace-time plans: what a traced operation decided from names, abstract values and the environment is kept,
+and a second trace of the same layout gets the same values, the same errors and the jaxpr positional code
+would give.
+
+A plan is keyed on everything its decision depends on: names, shapes, dtypes (abstract values), the axis
+environment (rules, bound names) and NumPy's rank promotion. A call that fails leaves no plan, and
+``nx.clear_caches()`` empties them.
+"""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import namedarray as nx
+from namedarray import errors
+from namedarray.core import caches, kernels
+
+
+def _data(v):
+    return v.data if isinstance(v, nx.NamedArray) else v
+
+
+def test_a_traced_layer_gives_the_jaxpr_positional_code_gives():
+    """Broadcasting a bias by name, a named dot and a reduction: the same equations as jnp's, on the first
+    trace and on the second (from the plans)."""
+    h, w, b = jnp.ones((4, 8)), jnp.ones((8, 3)), jnp.arange(3.0)
+
+    def named(h, w, b):
+        hn, wn = nx.wrap(h, ["tp_batch", "tp_in"]), nx.wrap(w, ["tp_in", "tp_out"])
+        out = nx.dot(hn, wn, "tp_in") + nx.wrap(b, ["tp_out"])
+        return nx.sum(out * 2, "tp_out").unwrap(["tp_batch"])
+
+    def positional(h, w, b):
+        return jnp.sum((h @ w + b) * 2, axis=1)
+
+    want = str(jax.make_jaxpr(positional)(h, w, b))
+    assert str(jax.make_jaxpr(named)(h, w, b)) == want
+    assert str(jax.make_jaxpr(named)(h, w, b)) == want
+    np.testing.assert_array_equal(jax.jit(named)(h, w, b), positional(h, w, b))
+
+
+def test_another_shape_of_a_planned_layout_is_checked_again():
+    a = nx.wrap(jnp.ones((2, 3)), ["tp_x", "tp_y"])
+    jax.jit(lambda a, b: a + b)(a, nx.wrap(jnp.ones(3), ["tp_y"]))  # planned
+    with pytest.raises(errors.AxisSizeError, match="tp_y"):
+        jax.jit(lambda a, b: a + b)(a, nx.wrap(jnp.ones(4), ["tp_y"]))
+    w = nx.wrap(jnp.ones((3, 5)), ["tp_y", "tp_z"])
+    jax.jit(lambda a, w: nx.dot(a, w, "tp_y"))(a, w)
+    with pytest.raises(errors.AxisSizeError, match="tp_y"):
+        jax.jit(lambda a, w: nx.dot(a, w, "tp_y"))(a, nx.wrap(jnp.ones((4, 5)), ["tp_y", "tp_z"]))
+
+
+def test_a_failed_trace_leaves_no_plan():
+    a = nx.wrap(jnp.ones((2, 3)), ["tf_x", "tf_y"])
+    bad = nx.wrap(jnp.ones(4), ["tf_y"])
+    jax.tree_util.tree_flatten_with_path((a, bad))  # the arguments' path keys (a trace flattens them first)
+    before = len(kernels.plans)
+    for _ in range(2):  # the same error both times: nothing the first failure did stays behind
+        with pytest.raises(errors.AxisSizeError, match="tf_y"):
+            jax.make_jaxpr(lambda a, b: a + b)(a, bad)
+        with pytest.raises(errors.AxisSpecError, match="tf_z"):
+            jax.make_jaxpr(lambda a: nx.dot(a, a, "tf_z"))(a)
+        with pytest.raises(errors.UnboundAxisError, match="tf_z"):
+            jax.make_jaxpr(lambda a: nx.sum(a, "tf_z"))(a)
+    assert len(kernels.plans) == before
+
+
+def test_plans_follow_the_environment():
+    """The same layout under two bindings of a name it lacks: each reduction means what its own binding
+    says (a sum over a bound name multiplies by its size)."""
+    x = nx.wrap(jnp.ones(3), ["te_a"])
+
+    def total(x):
+        return nx.sum(x, ("te_a", "te_bound"))
+
+    with nx.env.bind({"te_bound": 2}):
+        two = jax.make_jaxpr(total)(x)
+    with nx.env.bind({"te_bound": 5}):
+        five = jax.make_jaxpr(total)(x)
+    assert float(jax.core.eval_jaxpr(two.jaxpr, two.consts, x.data)[0]) == 6.0
+    assert float(jax.core.eval_jaxpr(five.jaxpr, five.consts, x.data)[0]) == 15.0
+
+
+def test_rank_promotion_raise_still_aligns_by_name():
+    """With rank promotion refused, a missing leading name is laid out by nx itself (equal ranks reach the
+    operation), also where the same layout was planned while promotion was allowed."""
+    a = nx.wrap(jnp.arange(6.0).reshape(2, 3), ["tr_x", "tr_y"])
+    b = nx.wrap(jnp.arange(3.0), ["tr_y"])
+    f = jax.jit(lambda a, b: (a + b).unwrap(["tr_x", "tr_y"]))
+    allowed = f(a, b)
+    with jax.numpy_rank_promotion("raise"):
+        refused = jax.jit(lambda a, b: (a + b).unwrap(["tr_x", "tr_y"]))(a, b)
+    np.testing.assert_array_equal(allowed, refused)
+    np.testing.assert_array_equal(refused, np.arange(6.0).reshape(2, 3) + np.arange(3.0))
+
+
+def test_clear_caches_empties_the_plans():
+    x = nx.wrap(jnp.ones((2, 3)), ["tc_a", "tc_b"])
+    jax.make_jaxpr(lambda v: nx.sum(v + 1, "tc_b"))(x)
+    assert caches.sizes()["trace-time plans"] > 0
+    nx.clear_caches()
+    assert caches.sizes()["trace-time plans"] == 0
+
+
+def test_plans_stay_within_their_bound():
+    old = kernels.plans.resize(4)
+    try:
+        for i in range(10):
+            x = nx.wrap(jnp.ones((2, 3)), [f"tb_a{i}", f"tb_b{i}"])
+            jax.make_jaxpr(lambda v: v * 2)(x)
+        assert len(kernels.plans) <= 4
+    finally:
+        kernels.plans.resize(old)
