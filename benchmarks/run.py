@@ -15,7 +15,7 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SCRIPTS = ["import_time.py", "eager.py", "jit_models.py", "gpt.py", "llama.py", "sharded.py",
-           "sharded_llama.py", "plan.py", "xmap_port.py"]
+           "sharded_llama.py", "external_llama.py", "plan.py", "xmap_port.py"]
 
 
 def main() -> int:
