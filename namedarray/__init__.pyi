@@ -13271,7 +13271,6 @@ def signbit(x: ArrayLike, /) -> Array:
       >>> x = jnp.array([jnp.nan, -jnp.nan, jnp.inf, -jnp.inf])
       >>> jnp.signbit(x)
       Array([False,  True, False,  True], dtype=bool)
-
     """
 @overload
 def sin(x: NamedArray, /) -> NamedArray: ...

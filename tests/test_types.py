@@ -10,6 +10,7 @@ types, as a user's checker reads them, and the user code is run, so that its typ
 from __future__ import annotations
 
 import ast
+import inspect
 import pathlib
 import re
 import runpy
@@ -41,6 +42,39 @@ def test_stubs_declare_every_public_name():
     methods = stubs.render()["core/array.pyi"]
     for method in ("def sum(self, axis:", "def __add__(self, other:", "def unwrap(self", "def at(self)"):
         assert method in methods
+
+
+def test_stubs_carry_the_documentation_help_shows():
+    import namedarray as nx
+
+    def getdoc(obj):  # as help() shows it, less trailing blanks
+        doc = inspect.getdoc(obj)
+        return doc.rstrip() if doc else None
+
+    files = stubs.render()
+    root = {n.name: ast.get_docstring(n) for n in ast.parse(files["__init__.pyi"]).body
+            if isinstance(n, ast.FunctionDef)}  # the last of a name's overloads: the one documented
+    functions = [n for n in nx.__all__ if n in root]
+    assert len(functions) > 350
+    assert [n for n in functions if root[n] != getdoc(getattr(nx, n))] == []
+    assert root["sum"].startswith("``nx.sum`` reduces the axes given in ``axis``")
+    array = next(n for n in ast.parse(files["core/array.pyi"]).body if isinstance(n, ast.ClassDef))
+    methods = {n.name: ast.get_docstring(n) for n in array.body if isinstance(n, ast.FunctionDef)}
+    assert [n for n, doc in methods.items() if doc != getdoc(getattr(nx.NamedArray, n))] == []
+    assert methods["reshape"] == getdoc(nx.NamedArray.reshape)
+    linalg = {n.name: ast.get_docstring(n) for n in ast.parse(files["linalg.pyi"]).body
+              if isinstance(n, ast.FunctionDef)}
+    assert linalg["det"] == getdoc(nx.linalg.det) and "nx.linalg.det" in linalg["det"]
+
+
+def test_signatures_and_annotations_agree():
+    import namedarray as nx
+
+    for f in (nx.sum, nx.exp, nx.linalg.det, nx.nn.relu, nx.NamedArray.sum):
+        signature = inspect.signature(f)
+        expected = {p.name: p.annotation for p in signature.parameters.values() if p.annotation != p.empty}
+        assert f.__annotations__ == {**expected, "return": signature.return_annotation}, f
+    assert "NamedArray" in nx.sum.__annotations__["a"]  # nx's types, not jax's
 
 
 def checked_annotations_as_any(code: str) -> str:

@@ -6,7 +6,8 @@ for their kind. The kinds are the mirror's declarations (:mod:`namedarray.ops.mi
 
 They keep jax's signature too, in nx's terms (:func:`named_signature`): an array argument may be a
 NamedArray, an array result is one, and an ``axis`` that takes names says so. ``help()`` and
-``inspect.signature`` show it, and the type stubs (:mod:`namedarray.surface.stubs`) are generated from it.
+``inspect.signature`` show it, the function's ``__annotations__`` say the same (not jax's, which
+``functools.wraps`` copied), and the type stubs (:mod:`namedarray.surface.stubs`) are generated from it.
 
 >>> import inspect, namedarray as nx
 >>> nx.sum.__doc__.splitlines()[0]
@@ -23,7 +24,8 @@ import types
 import typing
 from collections.abc import Callable
 
-__all__ = ["RULES", "document", "follows_arguments", "jax_name", "named_annotation", "named_signature"]
+__all__ = ["RULES", "annotations", "document", "follows_arguments", "jax_name", "named_annotation",
+           "named_signature"]
 
 RULES = {
     "elementwise": (
@@ -95,8 +97,15 @@ def annotations(signature: inspect.Signature) -> dict[str, object]:
 def follows_arguments(f: Callable) -> Callable:
     """Mark ``f`` as a function whose result is a NamedArray when an array argument is one and a plain
     ``jax.Array`` when none is, as the mirror's are: the type stubs give it the overloads that say so.
-    ``f``'s annotations name its array arguments (``NamedArray | ArrayLike``, or sequences of them)."""
+    ``f``'s annotations name its array arguments (``NamedArray | ArrayLike``, or sequences of them).
+
+    Where ``f`` has a signature of its own (``__signature__``, jax's in nx's terms), its annotations are
+    made the signature's, as :func:`document` makes them.
+    """
     f.__nx_rule__ = "arguments"  # type: ignore[attr-defined]
+    signature = getattr(f, "__dict__", {}).get("__signature__")
+    if isinstance(signature, inspect.Signature):
+        f.__annotations__ = annotations(signature)
     return f
 
 

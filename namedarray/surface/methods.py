@@ -23,6 +23,7 @@ import numpy as np
 from ..core.array import NamedArray
 from ..core.wrapping import rename, unwrap, wrap
 from ..engine import registry
+from ..engine.docstrings import annotations
 from ..errors import PositionalMisuseError, fmt_names
 from ..ops import contract, indexing, structural  # noqa: F401  (their declarations replace the mirror's defaults)
 from ..ops.mirror import EXCLUDED, FUNCTIONS
@@ -121,6 +122,7 @@ def install(nx: object = _Namespace()) -> None:
         signature = _method_signature(f)
         if signature is not None:
             m.__signature__ = signature  # help(x.sum) shows nx.sum's arguments
+            m.__annotations__ = annotations(signature)  # and tools reading annotations see the same types
         return m
 
     for name, fname in _METHODS.items():

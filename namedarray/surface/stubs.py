@@ -241,12 +241,13 @@ def _render(name: str, params: list[_Param], ret: str | None, indent: str = "") 
 
 
 def _docstring(obj: Any) -> str | None:
-    """The documentation ``help()`` shows for ``obj`` (cleaned, as ``inspect.getdoc`` gives it), or None."""
+    """The documentation ``help()`` shows for ``obj`` (cleaned, as ``inspect.getdoc`` gives it, less trailing
+    blanks), or None."""
     try:
         doc = inspect.getdoc(obj)
     except Exception:  # an object whose __doc__ is no string
         return None
-    return doc if isinstance(doc, str) and doc.strip() else None
+    return doc.rstrip() if isinstance(doc, str) and doc.strip() else None
 
 
 def _literal(doc: str, indent: str) -> list[str]:
