@@ -91,8 +91,10 @@ import html
 import itertools
 import json
 import math
+import os
 import re
 import statistics
+import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
@@ -121,7 +123,7 @@ __all__ = ["plan_sharding", "Plan", "PlanRow", "CostModel", "candidate_rules", "
            "KINDS", "MAX_CANDIDATES", "MAX_VISITED"]
 
 KINDS = ("all-reduce", "all-gather", "reduce-scatter", "all-to-all", "collective-permute")
-MAX_CANDIDATES = 12
+MAX_CANDIDATES = 50
 MAX_VISITED = 100_000
 _WHERE = "nx.plan_sharding"
 
@@ -644,7 +646,16 @@ class Plan:
 
 
 def _key(rules: Mapping[str, Any]) -> tuple:
-    return tuple(sorted((n, v) for n, v in placement.normalize(rules, "Plan").items() if v))
+    """Rules compared as strategies: the mesh axes of each name (``"x"`` equals ``("x",)``, ``None`` equals
+    leaving the name out) and, for every two names whose mesh axes overlap, which is ranked first (under the
+    rank rule of ``nx.axis_rules`` a value carrying both splits by the first): ``{"batch": "data", "embed":
+    "data"}`` and ``{"embed": "data", "batch": "data"}`` are two strategies, while the order of names on
+    disjoint mesh axes changes nothing."""
+    mapping = {n: v for n, v in placement.normalize(rules, "Plan").items() if v}
+    order = list(mapping)
+    before = sorted((a, b) for i, a in enumerate(order) for b in order[i + 1:]
+                    if set(mapping[a]) & set(mapping[b]))
+    return tuple(sorted(mapping.items())), tuple(before)
 
 
 # --------------------------------------------------------------------------------------------------------
@@ -708,6 +719,19 @@ def candidate_rules(step: Callable, *args: Any, mesh: Any = None, max_candidates
     weight: dict[frozenset, int] = {}
     for s, b in values:
         weight[s] = weight.get(s, 0) + b
+    # A batch is a name many values the step makes carry and little of its arguments (the parameters and
+    # optimizer state) do: ranked first where names share a mesh axis, and split first by the templates.
+    args_total = sum(v.nbytes for _, v in leaves) or 1
+    in_args = {n: sum(v.nbytes for _, v in leaves if n in v.names) for n in names}
+    frequency = {n: sum(n in c for c in made) for n in names}
+    datalike = {n: frequency[n] * (1 - in_args[n] / args_total) for n in names}
+    ranked = sorted(names, key=lambda n: (-datalike[n], n))
+    # the name sets whose layouts a strategy decides: two mappings that lay out every one alike are one
+    # strategy (a name no value carries with a higher-ranked one changes nothing), compiled once
+    kinds = sorted(set(weight) | {frozenset(c) for c in made}, key=sorted)
+
+    def effect(assign: dict[str, tuple[str, ...]]) -> tuple:
+        return tuple(tuple(sorted(placement.resolve(s, assign).items())) for s in kinds)
 
     def estimate(assign: dict[str, tuple[str, ...]]) -> float:
         # each value splits by its names in the rules' order, a name whose mesh axes an earlier name of
@@ -723,6 +747,7 @@ def candidate_rules(step: Callable, *args: Any, mesh: Any = None, max_candidates
         return total
 
     def legal() -> Iterator[dict[str, tuple[str, ...]]]:
+        # names in rank order: where two share an Auto mesh axis, the batch-like one ranks first
         visited = 0
         on_axis: dict[str, list[str]] = {a: [] for a in axes}
         assign: dict[str, tuple[str, ...]] = {}
@@ -731,15 +756,14 @@ def candidate_rules(step: Callable, *args: Any, mesh: Any = None, max_candidates
             nonlocal visited
             if visited >= MAX_VISITED:
                 return
-            if i == len(names):
+            if i == len(ranked):
                 visited += 1
                 yield dict(assign)
                 return
-            n = names[i]
+            n = ranked[i]
             yield from go(i + 1)
             for g in options[n]:
-                if any(frozenset((n, o)) in (within if a in explicit else together)
-                       for a in g for o in on_axis[a]):
+                if any(frozenset((n, o)) in within for a in g if a in explicit for o in on_axis[a]):
                     continue
                 assign[n] = g
                 for a in g:
@@ -751,64 +775,84 @@ def candidate_rules(step: Callable, *args: Any, mesh: Any = None, max_candidates
 
         yield from go(0)
 
+    def shares(a: dict[str, tuple[str, ...]]) -> bool:
+        items = list(a.items())
+        return any(frozenset((n, o)) in together and set(g) & set(h)
+                   for i, (n, g) in enumerate(items) for o, h in items[i + 1:])
+
     def text(assign) -> str:
-        return json.dumps(sorted(assign.items()))
+        return json.dumps(list(assign.items()))
 
     def score(a):
         return estimate(a), len(a), text(a)
-
-    whole = tuple(axes)
-    singles = sorted(({n: whole} for n in names if whole and whole in options[n]), key=score)
-    room = max(0, max_candidates - 1)
-    singles = singles[:room]
-    # a name carried by many of the values the step makes is what a batch is to a model: split first
-    frequency = {n: sum(n in c for c in made) for n in names}
-    templates = _templates(names, axes, options, together, weight, frequency)
 
     def apart_on_explicit(a: dict[str, tuple[str, ...]]) -> bool:
         items = list(a.items())
         return not any(frozenset((n, o)) in within and set(g) & set(h) & explicit
                        for i, (n, g) in enumerate(items) for o, h in items[i + 1:])
 
-    once: set[str] = {text(a) for a in singles}  # the plan compiles a mapping once, whatever its order
-    templates = [a for a in templates if apart_on_explicit(a) and not (text(a) in once or once.add(text(a)))]
-    templates = templates[:max(0, room - len(singles))]
-    seen_keys = {text(a) for a in singles + templates}
-    rest = ((*score(a), a) for a in legal()
-            if (len(a) > 1 or (a and next(iter(a.values())) != whole)) and text(a) not in seen_keys)
-    top = [a for *_, a in heapq.nsmallest(room - len(singles) - len(templates), rest, key=lambda t: t[:3])]
-    # templates keep their order (it ranks names that share a mesh axis); the others are written sorted
-    return [{}] + [{n: (g[0] if len(g) == 1 else g) for n, g in (a.items() if a in templates
-                                                                   else sorted(a.items()))}
-                   for a in singles + templates + top]
+    whole = tuple(axes)
+    singles = sorted(({n: whole} for n in names if whole and whole in options[n]), key=score)
+    templates = [a for a in _templates(ranked, axes, options, together, weight, datalike)
+                 if apart_on_explicit(a)]
+    room = max(0, max_candidates - 1)
+    chosen: list[dict[str, tuple[str, ...]]] = []
+    effects = {effect({})}
+
+    def take(pool: Iterator[dict[str, tuple[str, ...]]]) -> None:
+        for a in pool:
+            if len(chosen) >= room:
+                return
+            e = effect(a)
+            if e not in effects:
+                effects.add(e)
+                chosen.append(a)
+
+    # the first hand-picked strategies (data parallel, then the templates' kinds interleaved), each name
+    # alone over the whole mesh, then the rest by the estimate: each legal mapping in rank order and,
+    # where names share a mesh axis, in the reverse order too (the weights' names ranked first)
+    take(iter(templates[:1] + singles[:1]))
+    take(iter(templates[1:]))
+    take(iter(singles))
+    if len(chosen) < room:
+        def both(a):
+            yield a
+            if shares(a):
+                yield dict(reversed(list(a.items())))
+        rest = ((*score(b), b) for a in legal() if a for b in both(a))
+        take(b for *_, b in heapq.nsmallest(4 * (room - len(chosen)) + 16, rest, key=lambda t: t[:3]))
+    return [{}] + [{n: (g[0] if len(g) == 1 else g) for n, g in a.items()} for a in chosen]
 
 
-def _templates(names: list[str], axes: list[str], options: dict[str, list[tuple[str, ...]]],
-               together: set[frozenset], weight: dict[frozenset, int], carried: dict[str, int]
+def _templates(ranked: list[str], axes: list[str], options: dict[str, list[tuple[str, ...]]],
+               together: set[frozenset], weight: dict[frozenset, int], datalike: dict[str, float]
                ) -> list[dict[str, tuple[str, ...]]]:
-    """The strategies users write first, built from the co-occurrence of names (which names share a value)
-    and the bytes of the values each name is in, never from what the names are called:
+    """The strategies users write first, built from the co-occurrence of names (which names share a value),
+    the bytes of the values each name is in and how batch-like each is (``datalike``: carried by many of
+    the values the step makes, little of its arguments), never from what the names are called.
 
-    The name split first is each name in turn, those carried by the most values the step makes first
-    (the batch of a model: every activation carries it).
+    The name split first (the *batch*) is each name in turn, the most batch-like first; its *partner* is
+    the heaviest name it shares values with (the parameters' embed), its *sequence* the most batch-like
+    name it shares values with.
 
-    * *data x tensor parallel*, on two mesh axes A and B: the first name on A, and on B a
-      greedy set of names no two of which share a value (the heads, mlp and vocab of a transformer: each
-      splits its own weights), seeded by each name in turn;
-    * *FSDP*, on one mesh axis (or all of them): the first name, then the heaviest name it
-      shares values with (the parameters' embed), ranked after it so that a value carrying both splits by
-      the first (the rank rule of ``nx.axis_rules``);
-    * *FSDP x tensor parallel*: FSDP on A and a tensor-parallel set on B.
+    * *data parallel*: the batch over the whole mesh, and over each mesh axis;
+    * *data x tensor parallel*, on two mesh axes A and B: the batch on A, and on B a greedy set of names no
+      two of which share a value (the heads, mlp and vocab of a transformer: each splits its own
+      weights), seeded by each name in turn;
+    * *FSDP*, on the whole mesh or one mesh axis: the batch, then its partner, ranked after it so that a
+      value carrying both splits by the batch (the rank rule of ``nx.axis_rules``);
+    * *FSDP x tensor parallel*: FSDP on A and a tensor-parallel set on B;
+    * *sequence splits*: the batch on A and its sequence on B, and the sequence with the batch on one axis.
 
     Kinds interleaved, so that a small bound keeps some of each."""
-    heavy: dict[str, int] = {n: sum(b for s, b in weight.items() if n in s) for n in names}
+    heavy: dict[str, int] = {n: sum(b for s, b in weight.items() if n in s) for n in ranked}
 
     def fits(n: str, g: tuple[str, ...]) -> bool:
         return g in options.get(n, [])
 
     def independent(seed: str, g: tuple[str, ...], exclude: set[str]) -> dict[str, tuple[str, ...]]:
         chosen: list[str] = []
-        for n in [seed] + sorted(names, key=lambda n: (-heavy[n], n)):
+        for n in [seed] + sorted(ranked, key=lambda n: (-heavy[n], n)):
             if n in exclude or n in chosen or not fits(n, g):
                 continue
             if any(frozenset((n, c)) in together for c in chosen):
@@ -816,19 +860,24 @@ def _templates(names: list[str], axes: list[str], options: dict[str, list[tuple[
             chosen.append(n)
         return {n: g for n in chosen}
 
-    firsts = sorted(names, key=lambda n: (-carried.get(n, 0), -heavy[n], n))
-    dp_tp, fsdp, fsdp_tp = [], [], []
+    dp, dp_tp, fsdp, fsdp_tp, seq = [], [], [], [], []
     pairs = [((a,), (b,)) for a in axes for b in axes if a != b]
-    for first in firsts:
-        partners = sorted((n for n in names if n != first and frozenset((first, n)) in together),
+    whole = tuple(axes)
+    for first in ranked:
+        partners = sorted((n for n in ranked if n != first and frozenset((first, n)) in together),
                           key=lambda n: (-heavy[n], n))
-        for g in [tuple(axes)] + [(a,) for a in axes]:
+        sequences = [n for n in ranked if n != first and frozenset((first, n)) in together]
+        for g in [whole] + ([(a,) for a in axes] if len(axes) > 1 else []):
+            if fits(first, g):
+                dp.append({first: g})
             if fits(first, g) and partners and fits(partners[0], g):
                 fsdp.append({first: g, partners[0]: g})
         for ga, gb in pairs:
             if not fits(first, ga):
                 continue
-            for seed in sorted(names, key=lambda n: (-heavy[n], n)):
+            for s in [s for s in sequences if fits(s, gb)][:1]:
+                seq.append({first: ga, s: gb})
+            for seed in sorted(ranked, key=lambda n: (-heavy[n], n)):
                 if seed == first or not fits(seed, gb):
                     continue
                 tp = independent(seed, gb, {first})
@@ -837,7 +886,7 @@ def _templates(names: list[str], axes: list[str], options: dict[str, list[tuple[
                     fsdp_tp.append({first: ga, partners[0]: ga, **tp})
     out: list[dict[str, tuple[str, ...]]] = []
     seen: set[str] = set()
-    for group in itertools.zip_longest(dp_tp, fsdp, fsdp_tp):
+    for group in itertools.zip_longest(dp, dp_tp, fsdp, fsdp_tp, seq):
         for a in group:
             if a is None:
                 continue
@@ -946,7 +995,28 @@ def _concrete(tree: Any) -> Any:
 
 
 _CALLS_TIMED = 5  # measure=True: the median of this many calls, after one warm-up call
-_COMPILE_THREADS = 2  # candidates compile two at a time (XLA releases the GIL while it compiles)
+# candidates compile in threads, one per core (XLA releases the GIL while it compiles), at least two
+_COMPILE_THREADS = max(2, min(8, os.cpu_count() or 2))
+# What a row reads (the SPMD partitioner's collectives, buffer assignment's bytes, the HLO cost analysis)
+# is fixed before the CPU backend generates machine code; these options make that code generation cheap
+# (LLVM at -O0 without its expensive passes), about half of a candidate's compile time, and leave every
+# figure of the row as the full compile gives it (tests/test_plan.py compares them). A program compiled so
+# runs slower, so what is timed (measure=True, Plan.verify) is compiled again in full.
+_FAST_OPTIONS = {"xla_backend_optimization_level": 0, "xla_llvm_disable_expensive_passes": True}
+
+
+class _Program:
+    """A candidate's jitted step and lowered program, compiled for reading and, once it must run, in full."""
+
+    def __init__(self, jitted: Any, lowered: Any, compiled: Any, full: bool):
+        self.jitted, self.lowered, self.compiled, self.full = jitted, lowered, compiled, full
+        self._lock = threading.Lock()  # candidates that lowered alike share a program: compile it once
+
+    def runnable(self) -> tuple[Any, Any]:
+        with self._lock:
+            if not self.full:
+                self.compiled, self.full = self.lowered.compile(), True
+        return self.jitted, self.compiled
 
 
 def _failed(rules: Mapping[str, Any], reason: str, compile_s: float = 0.0) -> PlanRow:
@@ -972,10 +1042,11 @@ def _lower(step: Callable, args: tuple, kwargs: dict, rules: dict[str, Any], m: 
     return jitted, lowered, time.perf_counter() - t0
 
 
-def _compile(lowered: Any) -> tuple[Any, float]:
+def _compile(lowered: Any, fast: bool) -> tuple[Any, float]:
     t0 = time.perf_counter()
     try:
-        return lowered.compile(), time.perf_counter() - t0
+        return (lowered.compile(compiler_options=_FAST_OPTIONS) if fast else lowered.compile(),
+                time.perf_counter() - t0)
     except Exception as e:  # noqa: BLE001 - the row says why; the plan goes on
         return e, time.perf_counter() - t0
 
@@ -1030,23 +1101,25 @@ def _order(rows: list[PlanRow], measured: bool) -> list[PlanRow]:
         if not r.ok:
             return (1, i)
         primary = r.time_s if measured and r.time_s is not None else r.cost
-        return (0, primary, r.memory_bytes, len(_key(r.rules)), json.dumps(_key(r.rules)), i)
+        return (0, primary, r.memory_bytes, len(_key(r.rules)[0]), json.dumps(_key(r.rules)), i)
     return [r for _, r in sorted(enumerate(rows), key=key)]
 
 
 _TRACES = itertools.count()
 
 
-def _measured(rows: list[PlanRow], programs: dict[int, tuple[Any, Any]], args: tuple, kwargs: dict,
+def _measured(rows: list[PlanRow], programs: dict[int, _Program], args: tuple, kwargs: dict,
               m: Any) -> list[PlanRow]:
     """``rows`` with ``time_s``: the median of :data:`_CALLS_TIMED` calls of each accepted row's compiled
     program, after one warm-up call each, in interleaved rounds (one call of every candidate per round), so
     a machine that slows down or speeds up during the plan weighs on every candidate alike."""
     placed = {}
-    for i, row in enumerate(rows):
-        if not row.ok or i not in programs:
-            continue
-        jitted, compiled = programs[i]
+    todo = [i for i, row in enumerate(rows) if row.ok and i in programs]
+    with concurrent.futures.ThreadPoolExecutor(_COMPILE_THREADS) as pool:  # the full compiles, in threads
+        ready = dict(zip(todo, pool.map(lambda i: programs[i].runnable(), todo)))
+    for i in todo:
+        row = rows[i]
+        jitted, compiled = ready[i]
         with jax.set_mesh(m), _env.exact_rules(row.rules):
             run_args, run_kwargs = jitted._placed(_concrete(args), _concrete(kwargs), abstract=False)
             jax.block_until_ready(compiled(*run_args, **run_kwargs))
@@ -1140,21 +1213,31 @@ def _plan(call: Any, step: Callable, args: tuple, kwargs: dict, mesh: Any, candi
     leaves = _named_leaves((args, kwargs))
     a_args, a_kwargs = _abstract(args), _abstract(kwargs)
     rows: list[PlanRow | None] = [None] * len(candidates)
-    programs: dict[int, tuple[Any, Any]] = {}
+    programs: dict[int, _Program] = {}
+    # the fast compile where the figures are known to be the full compile's (the CPU backend); a measured
+    # plan runs what it compiles, so it compiles in full
+    fast = not measure and m.devices.flat[0].platform == "cpu"
     with concurrent.futures.ThreadPoolExecutor(_COMPILE_THREADS) as pool:
         pending = []
+        futures: dict[str, concurrent.futures.Future] = {}
         for i, rules in enumerate(candidates):  # tracing stays on this thread: the rules are per thread
             got = _lower(step, a_args, a_kwargs, rules, m, leaves)
             if isinstance(got, PlanRow):
                 rows[i] = got
-            else:
-                jitted, lowered, lower_s = got
-                pending.append((i, rules, jitted, lower_s, pool.submit(_compile, lowered)))
-        for i, rules, jitted, lower_s, future in pending:
+                continue
+            jitted, lowered, lower_s = got
+            # candidates that lower to the same program (rules that change no layout of this step) share
+            # one compile
+            text = hashlib.sha256(lowered.as_text().encode()).hexdigest()
+            if text not in futures:
+                futures[text] = pool.submit(_compile, lowered, fast)
+            pending.append((i, rules, jitted, lowered, lower_s, futures[text]))
+        shared: dict[int, _Program] = {}
+        for i, rules, jitted, lowered, lower_s, future in pending:
             compiled, compile_s = future.result()
             rows[i] = _read(rules, compiled, lower_s + compile_s, m, cost_model)
             if not isinstance(compiled, BaseException):
-                programs[i] = (jitted, compiled)
+                programs[i] = shared.setdefault(id(future), _Program(jitted, lowered, compiled, not fast))
     rows = [_limited(row, memory_limit) for row in rows]
     if measure:
         what = f"nx.plan_sharding of {getattr(step, '__qualname__', step)!s} over {len(rows)} candidates"
