@@ -4,16 +4,22 @@ and the examples against them without an error, while a wrong use of nx is repor
 mypy starts from an empty cache, as on a fresh clone; jax and numpy are read from their own stubs only
 (pyproject.toml's ``[tool.mypy]``), which keeps the check to seconds. The README and a file of user code
 (tests/typed/user_code.py, which asserts the types nx's functions return) are checked again with jax's own
-types, as a user's checker reads them, and the user code is run, so that its types are what nx returns.
+types, as a user's checker reads them, and by pyright too; the user code is run, so that its types are
+what nx returns. The stubs carry the documentation help() shows, and the mirror's annotations are its
+signatures' (tests/test_surface.py checks what an editor shows of them).
 """
 
 from __future__ import annotations
 
 import ast
 import inspect
+import json
 import pathlib
 import re
 import runpy
+import shutil
+import subprocess
+import sys
 
 import pytest
 
@@ -196,3 +202,26 @@ def test_readme_and_user_code_type_check_with_jax_types(tmp_path, monkeypatch):
 
 def test_user_code_types_are_what_nx_returns():
     runpy.run_path(str(USER_CODE), run_name="user_code")  # its isinstance asserts hold at run time
+
+
+def test_readme_and_user_code_type_check_with_pyright(tmp_path):
+    """pyright (the checker of VS Code's Python support) reads the README and the user code as mypy does,
+    and reports a wrong use: the stubs are written for both."""
+    here = pathlib.Path(sys.executable).parent  # this environment's, else one on PATH
+    pyright = shutil.which("pyright", path=str(here)) or shutil.which("pyright")
+    if pyright is None:
+        pytest.skip("pyright is not installed")
+    files = [USER_CODE]
+    for i, code in enumerate(python_modules(ROOT / "README.md")):
+        file = tmp_path / f"README_{i}.py"
+        file.write_text(code)
+        files.append(file)
+    wrong = tmp_path / "wrong.py"
+    wrong.write_text("import jax.numpy as jnp\nimport namedarray as nx\n\n"
+                     "x = nx.wrap(jnp.ones((2, 3)), ['batch', 'k'])\ntotal: int = nx.sum(x, axis='batch')\n")
+    run = subprocess.run([pyright, "--outputjson", "--pythonpath", sys.executable,
+                          *map(str, [*files, wrong])], cwd=ROOT, capture_output=True, text=True, timeout=600)
+    report = json.loads(run.stdout)
+    errors = [(pathlib.Path(d["file"]).name, d["range"]["start"]["line"] + 1, d["message"])
+              for d in report["generalDiagnostics"] if d["severity"] == "error"]
+    assert len(errors) == 1 and errors[0][:2] == ("wrong.py", 5) and '"NamedArray"' in errors[0][2], errors
