@@ -34,6 +34,20 @@ def test_a_second_call_builds_nothing_and_counts_one_dispatch(counts):
     np.testing.assert_array_equal(d.unwrap(["site_a", "site_c"]), np.full((2, 4), [[3.0], [12.0]]))
 
 
+def test_an_operator_on_two_named_values_finds_its_kernel_by_their_names(counts):
+    x = nx.wrap(jnp.arange(6).reshape(2, 3), ["op_a", "op_b"])
+    v = nx.wrap(jnp.arange(3), ["op_b"])
+    x + v, x & v  # first calls: built and filed
+    counts.reset()
+    s, m = x + v, x & v
+    assert counts.kernels_built == 0 and counts.eager_calls == 2 and counts.compiles == 0
+    np.testing.assert_array_equal(s.unwrap(["op_a", "op_b"]), np.arange(6).reshape(2, 3) + np.arange(3))
+    np.testing.assert_array_equal(m.unwrap(["op_a", "op_b"]), np.arange(6).reshape(2, 3) & np.arange(3))
+    # the same names with operands the operation refuses: the error the general path gives, in nx's terms
+    with pytest.raises(TypeError, match="^nx.bitwise_and: "):
+        nx.wrap(jnp.ones((2, 3)), ["op_a", "op_b"]) & nx.wrap(jnp.ones(3), ["op_b"])
+
+
 def test_entries_leave_with_their_kernels():
     old = kernels.resize(3)
     try:

@@ -342,11 +342,13 @@ def _shape_of(v: Any) -> tuple[int, ...]:
 
 
 def elementwise(fn: Callable, operands: tuple, where: str, kwargs: tuple = (),
-                static: kernels.Static | None = None) -> Any:
+                static: kernels.Static | None = None, site: dict | None = None, key: Any = None) -> Any:
     """``fn(*operands)`` broadcast by name: the result's named shape is the union of the operands'.
 
     ``kwargs`` are static options as sorted ``(name, value)`` pairs. A declaration that calls this on every
-    use passes ``static=kernels.Static((fn, where, kwargs))``, built once, so each call skips key building.
+    use passes ``static=kernels.Static((fn, where, kwargs))``, built once, so each call skips key building;
+    one with its own index of kernels passes it as ``site``, with the ``key`` it found nothing under
+    (:func:`run`).
 
     >>> import namedarray as nx, jax.numpy as jnp
     >>> elementwise(jnp.add, (nx.wrap(jnp.ones(2), ["a"]), nx.wrap(jnp.ones(3), ["b"])), "add").named_shape
@@ -355,7 +357,8 @@ def elementwise(fn: Callable, operands: tuple, where: str, kwargs: tuple = (),
     try:
         for v in operands:
             if type(v) is NamedArray:
-                return run(_elementwise_impl, (fn, where, kwargs) if static is None else static, operands)
+                return run(_elementwise_impl, (fn, where, kwargs) if static is None else static, operands,
+                           site, key)
         return fn(*operands, **dict(kwargs))
     except (TypeError, ValueError) as e:
         if isinstance(e, NamedAxisError):
