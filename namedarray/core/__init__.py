@@ -12,8 +12,8 @@ Nothing here computes on values by name; it defines what a named value *is* and 
   ``nx.wrap`` and ``nx.unwrap``;
 * :mod:`~namedarray.core.env`: the one place that knows the axis environment (sizes bound by maps, the
   rules, resources and serial loops in force);
-* :mod:`~namedarray.core.context`: every context variable of the library (the axis environment's, and what
-  a trace in progress records about its values' layouts);
+* :mod:`~namedarray.core.context`: core's context variables (the axis environment's, and which values a
+  trace already laid out), and the hook through which a layer above hears of every value core makes;
 * :mod:`~namedarray.core.placement`: names -> ``PartitionSpec``, the one rule every way of sharding by name
   uses;
 * :mod:`~namedarray.core.kernels`: the bounded cache of compiled eager kernels;

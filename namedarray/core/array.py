@@ -45,7 +45,7 @@ from ..errors import (
     not_an_array,
 )
 from . import caches, kernels, orders
-from .context import record as _record
+from .context import made_hook as _made_hook
 from .orders import canonical, check_job, order_key
 from .shape import NamedShape, check_names
 
@@ -247,8 +247,7 @@ class NamedArray:
         self.data.block_until_ready()
         return self
 
-    # unwrap, astype, rename, __repr__ and _repr_html_ are installed by namedarray.surface.methods, which sits
-    # above
+    # unwrap, astype, rename, __repr__ and _repr_html_ are installed from above, by the layer that sits above
     # the modules they call (wrapping, the numpy mirror, render): this module imports none of them.
 
     # ---- pytree ----------------------------------------------------------------------------------------
@@ -286,9 +285,9 @@ def _make(data, names: tuple[str, ...]) -> NamedArray:
     obj.data = data
     obj.names = names
     obj._flat = None
-    made = _record("made names")  # only while nx.plan_sharding traces a step: which names occur together
-    if made is not None:
-        made.append(names)
+    hook = _made_hook()  # None unless a block listens for the values made (core.context.hearing_made)
+    if hook is not None:
+        hook(obj)
     return obj
 
 

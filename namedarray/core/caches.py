@@ -18,9 +18,10 @@ memory budget, or a test that needs a small cache).
 
 What is *not* here, on purpose: the boundary orders of :mod:`namedarray.core.orders` (an order is part of
 the meaning of flattened leaves and treedefs made since, so clearing it is not a cache's business; it has
-its own bound and reset), the registry of named implementations (:mod:`namedarray.engine.registry`, filled
-once at import), and the context of a call, the axis environment and the records of the trace in progress
-(context variables, all in :mod:`namedarray.core.env`).
+its own bound and reset), the registry of named implementations (kept by the layer that fills it, once at
+import), and the context of a call, the axis environment and what a trace in progress notes (context
+variables, each in the ``context`` module of the layer that gives it its meaning, core's in
+:mod:`namedarray.core.context`).
 
 >>> square = cache("doc squares", 8)(lambda n: n * n)
 >>> square(3), sizes()["doc squares"]

@@ -234,7 +234,7 @@ def synced() -> contextlib.AbstractContextManager:
 
 def bind(sizes: Mapping[str, int], *, resources: Mapping[str, tuple] | None = None, mesh: Any = None,
          loops: Mapping[str, int] | None = None,
-         where: str = "nx.xmap") -> contextlib.AbstractContextManager[AxisEnv]:
+         where: str = "nx.env.bind") -> contextlib.AbstractContextManager[AxisEnv]:
     """Bind ``sizes`` for a nested region (what ``nx.xmap`` does around its body).
 
     Re-binding a name an enclosing region binds is an :class:`AxisNameShadowingError`, as in xmap.
@@ -252,7 +252,7 @@ def bind(sizes: Mapping[str, int], *, resources: Mapping[str, tuple] | None = No
 def bind_positional(names: Mapping[str, int], *, own: Iterable[str],
                     resources: Mapping[str, tuple] | None = None, mesh: Any = None,
                     loops: Mapping[str, int] | None = None,
-                    where: str = "nx.xmap") -> contextlib.AbstractContextManager[AxisEnv]:
+                    where: str = "nx.env.bind_positional") -> contextlib.AbstractContextManager[AxisEnv]:
     """The region of a positional ``nx.xmap`` body: ``names`` are JAX axis names there (see
     :attr:`AxisEnv.jax_names`). A name of ``names`` that an enclosing region bound by size (it is passed
     through, and the body is mapped over it too) moves from ``sizes`` to ``jax_names``: values are per
@@ -278,7 +278,7 @@ def loop_scope(name: str, length: int) -> contextlib.AbstractContextManager[Axis
 
 
 def bind_blocks(sizes: Mapping[str, int], split: Mapping[str, tuple[str, ...]], mesh: Any,
-                where: str = "nx.shard_map") -> contextlib.AbstractContextManager[AxisEnv]:
+                where: str = "nx.env.bind_blocks") -> contextlib.AbstractContextManager[AxisEnv]:
     """The region of an ``nx.shard_map`` body: the names of its arguments are bound with their whole
     ``sizes`` (as ``nx.xmap`` binds its axes), and values hold one block of each name of ``split``, spread
     over its (manual) mesh axes."""

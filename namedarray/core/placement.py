@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import contextlib
 import math
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 import jax
@@ -584,16 +584,21 @@ def align_explicit_layouts(datas: list, names: list,
 # of each constrained parameter stack (measured: a Llama-style step's temp memory grew by the size of its
 # stacked MLP weights). The slice itself is the scan's input, which the backward pass reads in place.
 #
-# So while ``nx.jit`` traces (where every argument is laid out by its names on entry), the trace remembers
-# which tracers already have which layout: those a constraint produced, and the slices a scan takes of them
-# along a name no mesh axis splits. ``.shard()`` of such a value with the same layout is the value itself.
-# Tracers of ``jax.grad`` (their ``primal``) have their primal's layout. Per context, so traces in other
-# threads keep apart; empty outside ``nx.jit``'s trace, where every ``.shard()`` constrains.
+# So within :func:`layouts_known` (a trace that lays every argument out by its names on entry opens it), the
+# trace remembers which tracers already have which layout: those a constraint produced, and the slices a
+# scan takes of them along a name no mesh axis splits. ``.shard()`` of such a value with the same layout is
+# the value itself. Tracers of ``jax.grad`` (their ``primal``) have their primal's layout. Per context
+# (``context.known_layouts``), so traces in other threads keep apart; outside such a block every
+# ``.shard()`` constrains.
 
-def layouts_known() -> contextlib.AbstractContextManager:
-    """Within: :func:`note_layout` records, and :func:`known_layout` answers (one trace's scope; the record
-    is the context's, :mod:`namedarray.core.context`)."""
-    return context.recording("known layouts")
+@contextlib.contextmanager
+def layouts_known() -> Iterator[None]:
+    """Within: :func:`note_layout` records, and :func:`known_layout` answers (one trace's scope)."""
+    token = context.known_layouts.set({})
+    try:
+        yield
+    finally:
+        context.known_layouts.reset(token)
 
 
 def layout_key(mesh: Any, names: Iterable[str], axes_of: Callable[[str], tuple[str, ...] | None]) -> tuple:
@@ -604,14 +609,14 @@ def layout_key(mesh: Any, names: Iterable[str], axes_of: Callable[[str], tuple[s
 
 def note_layout(data: Any, key: tuple) -> None:
     """Record that the traced ``data`` is laid out as ``key`` (:func:`layout_key`) in this trace."""
-    known = context.record("known layouts")
+    known = context.known_layouts.get()
     if known is not None and isinstance(data, _Tracer):
         known[id(data)] = (data, key)  # the tracer itself is kept, so its id cannot be reused meanwhile
 
 
 def known_layout(data: Any) -> tuple | None:
     """The layout recorded for the traced ``data`` (or for the primal it differentiates), else None."""
-    known = context.record("known layouts")
+    known = context.known_layouts.get()
     if not known:
         return None
     for _ in range(8):  # nested differentiation: a tracer whose primal is a tracer ...

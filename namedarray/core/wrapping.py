@@ -209,7 +209,7 @@ def rename(x: NamedArray, mapping: Mapping[str, str], where: str = "rename") -> 
 
 
 def name_to_position(x: NamedArray, name: str, position: int | None = None,
-                     where: str = "untag") -> NamedArray:
+                     where: str = "name_to_position") -> NamedArray:
     """Turn named axis ``name`` into a positional axis at ``position`` (default: last positional).
 
     >>> import namedarray as nx, jax.numpy as jnp
@@ -230,7 +230,7 @@ def name_to_position(x: NamedArray, name: str, position: int | None = None,
     return _make(transpose(d, tuple(order)), tuple(n for n in x.names if n != name))
 
 
-def position_to_name(x: NamedArray, position: int, name: str, where: str = "tag") -> NamedArray:
+def position_to_name(x: NamedArray, position: int, name: str, where: str = "position_to_name") -> NamedArray:
     """Turn positional axis ``position`` into a named axis ``name`` (``nx.wrap`` of one axis).
 
     >>> import namedarray as nx, jax.numpy as jnp

@@ -41,12 +41,13 @@ import numpy as np
 from jax.sharding import NamedSharding, PartitionSpec
 from jax.tree_util import keystr
 
-from ..core import caches, context, placement
+from ..core import caches, placement
 from ..core import env as _env
 from ..core.array import NamedArray, _make, canonical_storage, is_named
 from ..core.layout import named_sizes
 from ..core.orders import canonical, sync_with_job
 from ..errors import DivisibilityError, MissingResourceError, NamedAxisError
+from . import context
 
 __all__ = ["shard", "sharding", "jit", "Jitted", "from_process_local", "active_mapping", "recording_layouts"]
 
@@ -113,7 +114,7 @@ def _spec(x: NamedArray, names: tuple[str, ...], ndim: int, mapping, mesh, where
 
 def _shard_one(x: NamedArray, mapping: Mapping[str, tuple[str, ...]], mesh: Any, where: str,
                strict: bool = False) -> NamedArray:
-    seen = context.record("laid out values")
+    seen = context.laid_out_values.get()
     if seen is not None:
         seen.append(x)
     if mesh is None:
@@ -138,19 +139,19 @@ def _shard_one(x: NamedArray, mapping: Mapping[str, tuple[str, ...]], mesh: Any,
     else:
         out = placement.constrain(d, spec, mesh)
         placement.note_layout(out, key)
-    stated = context.record("stated layouts")
+    stated = context.stated_layouts.get()
     if stated is not None:
         stated[id(out)] = (out, mapping)  # the tracer itself is kept, so its id cannot be reused
     return _make(out, x.names)
 
 
-# While nx.jit traces its function, context.record("stated layouts") holds each value a constraint in the
-# body produced (id -> (tracer, the mapping it was laid out by)), so that the output keeps the layout the body
-# stated (see Jitted._traced); while Jitted.eval_shape traces, context.record("output layouts") holds the
-# PartitionSpec of each output NamedArray, by key path. Per context (namedarray.core.context), so threads
+# While nx.jit traces its function, context.stated_layouts holds each value a constraint in the body
+# produced (id -> (tracer, the mapping it was laid out by)), so that the output keeps the layout the body
+# stated (see Jitted._traced); while Jitted.eval_shape traces, context.output_layouts holds the
+# PartitionSpec of each output NamedArray, by key path. Per context (namedarray.parallel.context), so threads
 # tracing at once keep apart.
-# While nx.plan_sharding traces a step to learn which names occur together, context.record("laid out values")
-# is a list of every value laid out by name.
+# While nx.plan_sharding traces a step to learn which names occur together, context.laid_out_values is a
+# list of every value laid out by name.
 
 
 def recording_layouts() -> contextlib.AbstractContextManager[list]:
@@ -163,7 +164,7 @@ def recording_layouts() -> contextlib.AbstractContextManager[list]:
     >>> [dict(v.named_shape) for v in seen]
     [{'a': 2, 'b': 3}]
     """
-    return context.recording("laid out values", [])
+    return context.holding(context.laid_out_values, [])
 
 
 def shard(tree: T, resources: Mapping[str, Any] | None = None, *, mesh: Any = None) -> T:
@@ -380,7 +381,7 @@ class Jitted:
                              for i, a in enumerate(args))
                 kwargs = {k: v if k in self._static_names else _lay_out(v, mapping, mesh, f"argument {k!r}")
                           for k, v in kwargs.items()}
-            with context.recording("stated layouts") as stated:
+            with context.holding(context.stated_layouts, {}) as stated:
                 out = self._fun(*args, **kwargs)
             if not self._lay_out_results:
                 return out
@@ -489,7 +490,7 @@ class Jitted:
                 return jax.eval_shape(self._jitted, *args, **kwargs)
             # Trace afresh (a new function each time, never a cached trace) to learn the layout each output
             # gets, body-stated ones included, which the abstract values jax returns do not carry.
-            with context.recording("output layouts") as layouts:
+            with context.holding(context.output_layouts, {}) as layouts:
                 out = jax.eval_shape(lambda *a, **k: self._traced(*a, **k), *args, **kwargs)
 
             def one(path, v):
@@ -545,7 +546,7 @@ def _lay_out(tree: Any, mapping, mesh, what: str, canonical_order: bool = False,
     """Inside the trace: constrain each NamedArray of ``tree`` by its names (results: in canonical order,
     the order they leave the function in, so the constraint is exactly the output's layout). A result the
     body constrained itself (in ``stated``) keeps the mapping the body gave it instead of ``mapping``."""
-    layouts = context.record("output layouts") if canonical_order else None
+    layouts = context.output_layouts.get() if canonical_order else None
 
     def one(path, v):
         if not is_named(v):

@@ -690,8 +690,9 @@ def candidate_rules(step: Callable, *args: Any, mesh: Any = None, max_candidates
     # JAX traced before (a scan's, a grad's) are traced again, so their layouts are seen.
     marker = {f"nx.plan_sharding trace {next(_TRACES)}": None}
     explicit = {a for a, t in zip(m.axis_names, m.axis_types) if t == jax.sharding.AxisType.Explicit}
+    made: list[tuple[str, ...]] = []  # the names of every value the step makes, intermediates included
     with (jax.set_mesh(m), _env.exact_rules(marker), distribute.recording_layouts() as seen,
-          context.recording("made names", []) as made):
+          context.hearing_made(lambda v: made.append(v.names))):
         try:
             jax.eval_shape(distribute.jit(step), *args, **kwargs)
         except Exception as e:  # noqa: BLE001 - the candidates are still those of the arguments

@@ -111,7 +111,7 @@ class ShardMapped:
         mapping = active_mapping(self._resources, _WHERE)
         sizes, split, specs = _split_arguments(args, mapping, mesh)
         if not split:  # nothing is split: every device would run the whole of f
-            with _env.bind_blocks(sizes, {}, mesh=mesh):
+            with _env.bind_blocks(sizes, {}, mesh=mesh, where=_WHERE):
                 return self._f(*args)
         manual = frozenset(a for axes in split.values() for a in axes)
         # arguments laid out as their blocks (on Explicit axes shard_map wants exactly that layout)
@@ -122,7 +122,7 @@ class ShardMapped:
         unsplit = {n: () for n in self._resources or {} if n not in split}
 
         def body(*blocks):
-            with _env.bind_blocks(sizes, {**split, **unsplit}, mesh=_body_mesh(mesh)):
+            with _env.bind_blocks(sizes, {**split, **unsplit}, mesh=_body_mesh(mesh), where=_WHERE):
                 return _canonical(self._f(*blocks))
 
         # The results' layout follows their names, known once the body has run: trace it abstractly first
