@@ -138,6 +138,13 @@ def test_the_data_x_model_step_equals_the_step_on_one_device(original, one_step)
     assert float(sv) == pytest.approx(float(pv), rel=RTOL)
     close_trees(sg, pg)
     close_trees(sp, pp, grads=pg)
+    # the entry the planner and the bench use: the step jitted under the rules it is given
+    params = lp.port_params(values)
+    with jax.set_mesh(mesh):
+        mv, mp, _ = lp.make_step(lp.RULES)(params, lp.OPTIMIZER.init(params), lp.named_tokens(tokens))
+    assert float(mv) == pytest.approx(float(pv), rel=RTOL)
+    close_trees(mp, pp, grads=pg)
+    assert mp["blocks"]["w_gate"].sharding.spec == sp["blocks"]["w_gate"].sharding.spec
     # and it ran split as the rules say: the parameters come back split over model by their names
     def spec(a):
         spec = tuple(a.sharding.spec)
