@@ -44,9 +44,10 @@ def test_an_upward_import_breaks_the_contract(tmp_path):
     assert "namedarray.core.specs -> namedarray.adapter.xmap" in result.stdout
 
 
-def _modules():
-    for path in sorted(PACKAGE.rglob("*.py")):
-        yield path, ast.parse(path.read_text(), str(path))
+@functools.cache
+def _modules() -> tuple:
+    """Each module of the package with its syntax tree (parsed once for all the tests here)."""
+    return tuple((path, ast.parse(path.read_text(), str(path))) for path in sorted(PACKAGE.rglob("*.py")))
 
 
 def test_no_module_imports_the_package_root():
