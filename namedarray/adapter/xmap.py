@@ -86,6 +86,7 @@ from ..errors import (
     UnplacedAxisError,
     fmt_names,
 )
+from ..parallel.distribute import flat_jit, tree_of
 from . import resources as _res
 from .resources import SerialLoop, serial_loop
 
@@ -361,9 +362,9 @@ def _set_text(names) -> str:
 # instead, one member of a family (a new mesh or rule context is a new entry). Both are locked LRUs of
 # core/caches.py: nx.clear_caches() empties them, caches.resize() bounds them.
 _SHARED: caches.LRU[tuple, Callable] = caches.LRU("nx.xmap compilations", 256)
-# The same compiled call with the arguments' layouts as jit's in_shardings, per (configuration, context,
-# argument structure, leaf shapes): what _place_args decides once, so that a call then costs what jax.jit's
-# own dispatch costs (jit compares and places the leaves). Keys hold no arrays.
+# The same compiled call over the arguments' leaves with their layouts as jit's in_shardings, per
+# (configuration, context, argument structure): what _place_args decides once, so that a call then costs one
+# flatten and jax.jit's own dispatch (jit compares and places the leaves). Keys hold no arrays.
 _PLACED: caches.LRU[tuple, Any] = caches.LRU("nx.xmap compilations with argument layouts", 256)
 _SLOW = object()  # in _PLACED: arguments of this structure go through _place_args
 _OWN = caches.LRUFamily("nx.xmap compilations of configurations that are not keys", 8)
@@ -431,25 +432,26 @@ class XMapped:
         # another thread stored one meanwhile, that one is used, so all callers share one compilation.
         return cache.setdefault(k, jax.jit(_named_trace(cfg, plan), donate_argnums=cfg.donate_argnums))
 
-    def _placed(self, plan: _res.Plan, key: tuple, outer: _env.AxisEnv,
-                args: tuple) -> tuple[Callable | None, Any]:
-        """The compiled call with jit's in_shardings set to the layouts the arguments' names require, for
-        arguments of this structure; None where it cannot be used (a multi-process run, whose arguments
-        are process-local blocks; an unhashable configuration; donated arguments, which _place_args moves
-        with their donation; a structure for which it failed before); and its cache key.
+    def _placed(self, plan: _res.Plan, key: tuple, outer: _env.AxisEnv, tree: Any,
+                leaves: list) -> tuple[Callable | None, Any]:
+        """The compiled call over the arguments' leaves (:func:`~namedarray.parallel.distribute.flat_jit`)
+        with jit's in_shardings set to the layouts the arguments' names require, for arguments of this
+        structure (``tree``); None where it cannot be used (a multi-process run, whose arguments are
+        process-local blocks; an unhashable configuration; donated arguments, which _place_args moves with
+        their donation; a structure for which it failed before); and its cache key.
 
         The layouts are decided for the shapes of the first call of a structure: a later call whose sizes
         that layout does not divide fails jit's check and takes :func:`_place_args` from then on."""
         if self._hkey is None or self._cfg.donate_argnums or jax.process_count() > 1:
             return None, None
-        k = (self._hkey, key, None if outer is _env.EMPTY else outer, jax.tree.structure(args))
+        k = (self._hkey, key, None if outer is _env.EMPTY else outer, tree)
         fn = _PLACED.get(k)
         if fn is None:
             cfg = self._cfg
-            leaves, tree = jax.tree.flatten(args, is_leaf=is_named)
+            args = tree.unflatten(leaves)
             targets = _leaf_targets(cfg, plan, args, len(leaves))
-            fn = _PLACED.setdefault(k, jax.jit(_named_trace(cfg, plan), donate_argnums=cfg.donate_argnums,
-                                              in_shardings=jax.tree.unflatten(tree, targets)))
+            trace = _named_trace(cfg, plan)
+            fn = _PLACED.setdefault(k, flat_jit(lambda a: trace(*a), tree, targets, (), {}, trace.__name__))
         return (None if fn is _SLOW else fn), k
 
     def _resolve(self, outer: _env.AxisEnv) -> tuple[_res.Plan, tuple]:
@@ -468,15 +470,17 @@ class XMapped:
             raise TypeError(f"{_WHERE}: xmapped functions accept positional arguments only, got keyword "
                             f"arguments {sorted(kwargs)}")
         outer = _env.current()
-        last = None if outer.sizes or outer.jax_names else self._last.get(outer, args)
-        if last is not None:  # the compiled call that served the last call, in this same context
-            try:
-                with _env.synced():
-                    return last(*args)
-            except ValueError as e:
-                if isinstance(e, NamedAxisError):
-                    raise
-                self._last.clear()  # arguments laid out otherwise this time: the full path below
+        last = None if outer.sizes or outer.jax_names else self._last.get(outer, ())
+        if last is not None:  # what served the last call, in this same context: one flatten and jit's call
+            leaves, tree = tree_of(args)
+            if tree == last[0]:
+                try:
+                    with _env.synced():
+                        return last[1](*leaves) if last[2] else last[1](*args)
+                except ValueError as e:
+                    if isinstance(e, NamedAxisError):
+                        raise
+                    self._last.clear()  # arguments laid out otherwise this time: the full path below
         self._check_backend()
         plan, key = self._resolve(outer)
         if outer.sizes or outer.jax_names:
@@ -486,12 +490,13 @@ class XMapped:
             if self._cfg.backend is not None and plan.mesh is None:
                 args = _to_backend(args, self._cfg.backend)
             if plan.mesh is not None and not isinstance(plan.mesh, jax.sharding.AbstractMesh):
-                fast, placed_key = self._placed(plan, key, outer, args)
+                leaves, tree = jax.tree.flatten(args)
+                fast, placed_key = self._placed(plan, key, outer, tree, leaves)
                 if fast is not None:
                     try:
                         with _env.synced():
-                            out = fast(*args)
-                        self._last.put(outer, args, fast)
+                            out = fast(*leaves)
+                        self._last.put(outer, (), (tree, fast, True))
                         return out
                     except ValueError as e:
                         if isinstance(e, NamedAxisError):
@@ -506,7 +511,7 @@ class XMapped:
             with _env.synced():
                 out = fn(*args)
             if self._cfg.backend is None:
-                self._last.put(outer, args, fn)
+                self._last.put(outer, (), (jax.tree.structure(args), fn, False))
             return out
         except ValueError as e:
             if not isinstance(e, NamedAxisError):  # jax.jit could not flatten the arguments: say why

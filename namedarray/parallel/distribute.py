@@ -323,6 +323,66 @@ def jit(fun: Callable | None = None, *, resources: Mapping[str, Any] | None = No
 _FAST = caches.LRUFamily("nx.jit compilations with argument layouts", 16)
 
 
+# --------------------------------------------------------------------------------------------------------
+# The per-call fast path of nx.jit and nx.xmap
+#
+# A training loop calls one step with arguments of one structure, laid out as their names ask, in one
+# context, thousands of times. What depends only on the structure, the shardings, the mesh, the rules and
+# the axis environment (the layout each leaf needs, the compiled function) is decided once per such key;
+# every later call flattens its arguments once and hands the leaves to jax.jit's own dispatch, whose C++
+# path then checks each leaf's sharding against the in_shardings (an argument laid out otherwise raises
+# there, and the entry point takes its full path, which places it). Without this, jit flattens the tree a
+# second time (one Python call per NamedArray) to learn a structure the entry point just learned.
+
+# jax.jit arguments that a jit over leaves decides itself (the rest pass through)
+_FLAT_OWN = frozenset({"in_shardings", "static_argnums", "static_argnames", "donate_argnums",
+                       "donate_argnames"})
+
+
+def flat_jit(fun: Callable[[Any], Any], tree: Any, shardings: Sequence[Any], donated: Sequence[int],
+             jit_kwargs: Mapping[str, Any], name: str = "flat") -> Callable:
+    """``jax.jit`` of ``fun`` over the leaves of a value of structure ``tree``: the compiled function takes
+    the leaves (``shardings[i]`` for leaf ``i``, ``None`` to leave it to jit; the leaves ``donated`` are
+    donated) and calls ``fun`` with the value rebuilt from them. The compiled module is named ``name``.
+
+    >>> import jax, jax.numpy as jnp
+    >>> tree = jax.tree.structure(({"a": 0, "b": 0},))
+    >>> f = flat_jit(lambda args: args[0]["a"] + args[0]["b"], tree, [None, None], (), {})
+    >>> f(jnp.ones(2), jnp.ones(2))
+    Array([2., 2.], dtype=float32)
+    """
+    def flat(*leaves):
+        return fun(tree.unflatten(leaves))
+
+    flat.__name__ = flat.__qualname__ = name
+    return jax.jit(flat, in_shardings=tuple(shardings), donate_argnums=tuple(donated), **jit_kwargs)
+
+
+def tree_of(value: Any) -> tuple[list, Any]:
+    """``jax.tree.flatten(value)``, or ``([], None)`` where jax cannot flatten it (the full path says why).
+
+    >>> tree_of({"a": 1, 2: "b"})
+    ([], None)
+    """
+    try:
+        return jax.tree.flatten(value)
+    except (TypeError, ValueError):
+        return [], None
+
+
+def leaf_spans(tree: Any, offset: int = 0) -> list[range]:
+    """The leaf indices of each child of ``tree`` (a tuple's items, a dict's values in key order).
+
+    >>> leaf_spans(jax.tree.structure((1, {"a": 2, "b": 3}, None)))
+    [range(0, 1), range(1, 3), range(3, 3)]
+    """
+    out = []
+    for child in tree.children():
+        out.append(range(offset, offset + child.num_leaves))
+        offset += child.num_leaves
+    return out
+
+
 def _layouts(leaves: Sequence[Any], mesh: Any) -> list:
     """The layout each leaf's names ask for under the rules in force (NamedArrays; None for other leaves;
     False where the rules give no layout of this mesh, which the placing path reports, naming the axes)."""
@@ -365,7 +425,8 @@ class Jitted:
         self._jit_kwargs = jit_kwargs
         # (arguments' treedef, mesh, environment, leaf ranks) -> each leaf's layout (None: not a NamedArray)
         self._targets: dict[tuple, list] = {}
-        # (arguments' treedef, mesh, environment) -> jit of the function with those layouts as in_shardings
+        # (treedef of (args, kwargs), mesh, environment) -> jit over their leaves, their layouts as
+        # in_shardings (flat_jit); the last call's treedef and that jit, in its context (see __call__)
         self._fast = _FAST.new()
         self._last = placement.LastCall()
         functools.update_wrapper(self, fun, updated=())
@@ -432,47 +493,66 @@ class Jitted:
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         outer = _env.current()
-        last = None if kwargs else self._last.get(outer, args)
-        if last is not None:  # jit with the last call's layouts as in_shardings, in this same context
-            try:
-                with self._rules or _NULL, _env.synced():
-                    return last(*args)
-            except ValueError as e:
-                if isinstance(e, NamedAxisError):
-                    raise
-                self._last.clear()  # laid out otherwise this time: the full path below
+        last = self._last.get(outer, ())
+        if last is not None:  # what served the last call, in this same context: one flatten and jit's call
+            leaves, tree = tree_of((args, kwargs))
+            if tree == last[0]:
+                try:
+                    with self._rules or _NULL, _env.synced():
+                        return last[1](*leaves)
+                except ValueError as e:
+                    if isinstance(e, NamedAxisError):
+                        raise
+                    self._last.clear()  # laid out otherwise this time: the full path below
         with self._rules or _NULL, _env.synced():
             mesh = _mesh(None)
-            if (self._place_args and mesh is not None and not isinstance(mesh, jax.sharding.AbstractMesh)
-                    and not self._laid_out(args, kwargs, mesh)):
+            if mesh is None or isinstance(mesh, jax.sharding.AbstractMesh):
+                return self._jitted(*args, **kwargs)
+            if self._place_args and not self._laid_out(args, kwargs, mesh):
                 args, kwargs = self._placed(args, kwargs, abstract=False)
-            out = self._jitted(*args, **kwargs)
-            if not kwargs:
-                self._remember(outer, args, mesh)
-            return out
+            flat = self._flat(outer, args, kwargs, mesh)
+            if flat is not None:
+                try:
+                    out = flat[1](*flat[2])
+                except ValueError as e:
+                    if isinstance(e, NamedAxisError):
+                        raise
+                    # jit compares shardings where nx.jit asks for placement: an argument laid out as its
+                    # names ask, by a sharding jit does not take for the same, goes to jit as it is
+                else:
+                    self._last.put(outer, (), flat[:2])
+                    return out
+            return self._jitted(*args, **kwargs)
 
-    def _remember(self, outer: _env.AxisEnv, args: tuple, mesh: Any) -> None:
-        """Keep, for the next call, ``jax.jit`` of this function with the layouts of these arguments as
-        in_shardings (only where nx.jit places the arguments: a concrete mesh, no static arguments, no
-        in_shardings of the caller's)."""
-        self._last.clear()
-        if (not self._place_args or self._static or mesh is None
-                or isinstance(mesh, jax.sharding.AbstractMesh)):
-            return
+    def _flat(self, outer: _env.AxisEnv, args: tuple, kwargs: dict, mesh: Any) -> tuple | None:
+        """(the arguments' treedef, ``jax.jit`` over their leaves with the layouts their names ask for as
+        in_shardings, the leaves): what serves every later call of this structure in this context (same
+        environment, same mesh), at the cost of one flatten and jit's own dispatch. None where nx.jit does
+        not place the arguments (the caller's in_shardings, static arguments) or the rules give no layout
+        of this mesh (the placing path reported that already, naming the axes)."""
+        if not self._place_args or self._static or self._static_names & kwargs.keys():
+            return None
         try:
-            tree = jax.tree.structure(args)
-            leaves, named_tree = jax.tree.flatten(args, is_leaf=is_named)
-        except (TypeError, ValueError):
-            return
+            leaves, tree = jax.tree.flatten((args, kwargs))
+        except (TypeError, ValueError):  # what jax cannot flatten: jit says why
+            return None
         key = (tree, mesh, outer)
         fn = self._fast.get(key)
         if fn is None:
-            shardings = _layouts(leaves, mesh)
-            if any(t is False for t in shardings):
-                return
-            fn = self._fast.setdefault(key, jax.jit(self._traced, **self._jit_kwargs,
-                                                    in_shardings=jax.tree.unflatten(named_tree, shardings)))
-        self._last.put(outer, args, fn)
+            # a NamedArray is one leaf, so the leaves of the two flattenings line up
+            shardings = _layouts(jax.tree.leaves((args, kwargs), is_leaf=is_named), mesh)
+            if len(shardings) != len(leaves) or any(t is False for t in shardings):
+                return None
+            arg_tree, kwarg_tree = tree.children()
+            spans = leaf_spans(arg_tree) + leaf_spans(kwarg_tree, offset=arg_tree.num_leaves)
+            donated = [j for i, k in enumerate([*range(len(args)), *sorted(kwargs)])
+                       if k in (self._donate if isinstance(k, int) else self._donate_names)
+                       for j in spans[i]]
+            fn = self._fast.setdefault(key, flat_jit(
+                lambda a: self._traced(*a[0], **a[1]), tree, shardings, donated,
+                {k: v for k, v in self._jit_kwargs.items() if k not in _FLAT_OWN},
+                "".join(c if c.isalnum() else "_" for c in getattr(self._fun, "__name__", "fun"))))
+        return tree, fn, leaves
 
     def eval_shape(self, *args: Any, **kwargs: Any) -> Any:
         """The abstract result, each NamedArray over a ``jax.ShapeDtypeStruct`` that carries the layout a call
