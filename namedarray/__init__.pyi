@@ -115,6 +115,7 @@ from namedarray.parallel.plan import CostModel
 from namedarray.parallel.plan import Plan as Plan
 from namedarray.parallel.plan import PlanRow as PlanRow
 from namedarray.parallel.visualize import ShardingPicture
+import sys
 
 _P = ParamSpec('_P')
 _R = TypeVar('_R')
@@ -16157,19 +16158,12 @@ def zeros_like(a: ArrayLike, dtype: DTypeLike | None = None, shape: Any = None, 
     """
 
 # internal modules, bound on the package as they load: no names of nx (stubs._internal)
-adapter: None = None
-del adapter
-core: None = None
-del core
-engine: None = None
-del engine
-interop: None = None
-del interop
-ops: None = None
-del ops
-parallel: None = None
-del parallel
-surface: None = None
-del surface
-transforms: None = None
-del transforms
+if sys.platform == "editor":  # false to type checkers; jedi cannot tell
+    del adapter  # noqa: F821
+    del core  # noqa: F821
+    del engine  # noqa: F821
+    del interop  # noqa: F821
+    del ops  # noqa: F821
+    del parallel  # noqa: F821
+    del surface  # noqa: F821
+    del transforms  # noqa: F821

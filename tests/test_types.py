@@ -204,6 +204,24 @@ def test_user_code_types_are_what_nx_returns():
     runpy.run_path(str(USER_CODE), run_name="user_code")  # its isinstance asserts hold at run time
 
 
+# the internal modules the root stub hides from editors (stubs._internal) are there for a type checker
+INTERNAL_USE = """\
+import namedarray.core.shape
+from namedarray.core import env
+
+shape: namedarray.core.shape.NamedShape = namedarray.core.shape.NamedShape({"b": 2})
+print(shape, env)
+"""
+
+
+def test_internal_modules_type_check(tmp_path, cache, monkeypatch):
+    monkeypatch.setenv("MYPYPATH", str(ROOT))
+    file = tmp_path / "internal.py"
+    file.write_text(INTERNAL_USE)
+    out, status = mypy([file], cache)
+    assert status == 0, out
+
+
 def test_readme_and_user_code_type_check_with_pyright(tmp_path):
     """pyright (the checker of VS Code's Python support) reads the README and the user code as mypy does,
     and reports a wrong use: the stubs are written for both."""
@@ -216,11 +234,14 @@ def test_readme_and_user_code_type_check_with_pyright(tmp_path):
         file = tmp_path / f"README_{i}.py"
         file.write_text(code)
         files.append(file)
+    internal = tmp_path / "internal.py"
+    internal.write_text(INTERNAL_USE)
     wrong = tmp_path / "wrong.py"
     wrong.write_text("import jax.numpy as jnp\nimport namedarray as nx\n\n"
                      "x = nx.wrap(jnp.ones((2, 3)), ['batch', 'k'])\ntotal: int = nx.sum(x, axis='batch')\n")
     run = subprocess.run([pyright, "--outputjson", "--pythonpath", sys.executable,
-                          *map(str, [*files, wrong])], cwd=ROOT, capture_output=True, text=True, timeout=600)
+                          *map(str, [*files, internal, wrong])], cwd=ROOT, capture_output=True, text=True,
+                         timeout=600)
     report = json.loads(run.stdout)
     errors = [(pathlib.Path(d["file"]).name, d["range"]["start"]["line"] + 1, d["message"])
               for d in report["generalDiagnostics"] if d["severity"] == "error"]

@@ -27,8 +27,8 @@ stub shows nothing else, since the functions it declares exist only at run time.
 
 A stub offers an editor the public names only: what annotations need is imported without ``as`` (so not
 re-exported: ``nx.JitFunction`` is no name), numpy is ``numpy`` (no ``nx.np``), type variables are
-private (``_T``), and the package's internal subpackages (``core``, ``engine``, ...) are declared and
-deleted (:func:`_internal`).
+private (``_T``), and the package's internal subpackages (``core``, ``engine``, ...) are deleted where
+editors read and type checkers do not (:func:`_internal`).
 
 ``python -m namedarray.surface.stubs`` (``make stubs``) writes them; ``--check`` exits with status 1 when
 a written stub differs from what the package gives now (the tests run this check).
@@ -440,12 +440,12 @@ def _value(name: str, obj: Any, stub: _Module, jnp: Any) -> list[str]:
     return [f"{name}: Any"]
 
 
-def _module_stub(names: list[str], namespace: Any, extra: list[str] = ()) -> str:
+def _module_stub(names: list[str], namespace: Any, extra: list[str] = (), imports: list[str] = ()) -> str:
     import jax.numpy as jnp
 
     stub = _Module(set(names), namespace)
     body: list[str] = []
-    stub.imports.add("from namedarray.core.array import NamedArray as NamedArray")
+    stub.imports.update(["from namedarray.core.array import NamedArray as NamedArray", *imports])
     for name in names:
         for line in _value(name, getattr(namespace, name), stub, jnp):
             (stub.imports.add if line.startswith("from ") else body.append)(line)
@@ -462,17 +462,20 @@ def _root() -> str:
     names = list(nx.__all__)
     internal = _internal(nx)
     hidden = ["", "# internal modules, bound on the package as they load: no names of nx (stubs._internal)",
-              *(f"{n}: None = None\ndel {n}" for n in internal)] if internal else []
-    return _module_stub(names, nx, ["__version__: str"]) + "".join(line + "\n" for line in hidden)
+              'if sys.platform == "editor":  # false to type checkers; jedi cannot tell',
+              *(f"    del {n}  # noqa: F821" for n in internal)] if internal else []
+    return _module_stub(names, nx, ["__version__: str"], ["import sys"] if internal else []) + "".join(
+        line + "\n" for line in hidden)
 
 
 def _internal(package: types.ModuleType) -> list[str]:
     """The modules and subpackages in ``package``'s folder that are no part of its API.
 
     The import system binds each on the package as it loads, and an editor lists a package's folder among
-    its names (jedi does, whatever the package's ``__all__`` or stub). The root stub declares and deletes
-    them, last: a type checker then has no such name of ``nx``, and jedi skips a name whose definition is
-    a ``del`` (so ``nx.`` offers the public names only).
+    its names (jedi does, whatever the package's ``__all__`` or stub). jedi skips a name whose definition
+    is a ``del``, so the root stub deletes them, last, under a condition type checkers know is false (the
+    platform) and jedi cannot judge: ``nx.`` offers the public names only, while to a type checker the
+    stub is as if the block were not there (``import namedarray.core.shape`` and its uses check as before).
     """
     folder = pathlib.Path(package.__file__).parent
     found = {p.name for p in folder.iterdir() if p.is_dir() and (p / "__init__.py").exists()}
