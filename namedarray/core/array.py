@@ -469,8 +469,10 @@ def canonical_storage(x: NamedArray) -> tuple[Any, tuple[str, ...]]:
         return x.data, names
     check_job()  # before the cached permutation: joining a job may change an order given before it
     d = x.data
-    if not hasattr(d, "ndim"):  # JAX unflattens a structure with placeholders (object(), None, 0) and
-        return _placeholder(d, names)  # flattens it again
+    # JAX unflattens a structure with placeholders (object(), None, 0) and flattens it again (an array or a
+    # tracer is told apart by its type first: every jit boundary and optimizer update flattens here)
+    if type(d) not in _ARRAY_TYPES and not isinstance(d, jax.core.Tracer) and not hasattr(d, "ndim"):
+        return _placeholder(d, names)
     plan = _canonical_perm(names)
     if plan is None:
         return x.data, names
@@ -492,6 +494,14 @@ def canonical_storage(x: NamedArray) -> tuple[Any, tuple[str, ...]]:
     if not isinstance(out[0], jax.core.Tracer):  # a tracer (flattened inside a trace) must not outlive it
         x._flat = (*out, d)
     return out
+
+
+try:  # the concrete jax array type, told apart from a placeholder by one type check
+    from jax._src.array import ArrayImpl as _ArrayImpl
+
+    _ARRAY_TYPES: frozenset = frozenset({_ArrayImpl})
+except ImportError:  # pragma: no cover - a jax without it only loses the shortcut
+    _ARRAY_TYPES = frozenset()
 
 
 def _placeholder(d: Any, names: tuple[str, ...]) -> tuple[Any, tuple[str, ...]]:
