@@ -25,25 +25,40 @@ What a row records, per device:
 **Enumeration** (``candidates=None``). The names are those of the arguments' NamedArrays; the mesh axis
 groups are every non-empty set of mesh axes of size above 1, written in the mesh's order (major to minor; a
 permuted tuple splits a value into the same blocks, only on other devices). A candidate maps each name to
-nothing or to one group, such that sizes are divisible (each name's size by its group's device count) and
-no two names that *occur together* share a mesh axis. Names occur together when one value carries both:
-an argument, or a value the step lays out (``.shard()``, ``nx.shard``, its results), seen in one abstract
-trace of the step; on an Explicit mesh axis, any value of that trace, intermediates included (there every
-value's layout is part of its type, and jax rejects an operation whose result would split two of its axes
-over one mesh axis), while on an Auto axis two names of an intermediate may share it (XLA moves data between
-them: the FSDP-style ``{"batch": "data", "embed": "data"}``). The names are visited in sorted order, the
-groups in mesh order.
+nothing or to one group such that sizes are divisible (each name's size by its group's device count). Rules
+are *ranked* (``nx.axis_rules``' rank rule): a value carrying two names of one mesh axis splits by the first,
+the other staying whole, so the order of names that share a mesh axis is part of a strategy
+(``{"batch": "data", "embed": "data"}`` is FSDP: activations split by batch, parameters by embed; the reverse
+is another strategy). On an Auto mesh axis names that occur together may share it; on an Explicit one they
+may not (there every value's layout is part of its type, and jax rejects an operation whose result would
+split two of its axes over one mesh axis), where names occur together when one value of one abstract trace
+of the step carries both (an argument, a value it lays out, an intermediate). Two mappings that lay out every
+value of that trace alike (the same mesh axes for each name of each value) are one strategy, listed once.
+The names are ranked by how batch-like they are: carried by many of the values the step makes and by little
+of its arguments (the parameters and optimizer state).
 
-**Pruning bound**: at most ``max_candidates`` (default :data:`MAX_CANDIDATES`, 12) candidates are
-compiled, in four tiers: the replicated mapping ``{}`` (the baseline every strategy is measured
-against); then the one-dimensional strategies, each name alone split over the whole mesh (data parallelism
-is one of them); then the strategies users write first, data x tensor parallel, FSDP and FSDP x tensor
-parallel, built from which names share values and how many bytes each name is in (``_templates``); then
-the other legal mappings holding the fewest bytes per device by a static estimate
-(the arguments and every laid-out value of the trace, each divided by the device count its mapped names
-split it over). Within a tier: the estimate, then fewer mapped names, then the sorted text of the mapping.
-The search stops after :data:`MAX_VISITED` legal mappings. The estimate only chooses what is compiled; the
-ranking below uses what XLA reports.
+**Pruning bound**: at most ``max_candidates`` (default :data:`MAX_CANDIDATES`, 50) candidates are
+compiled, in this order: the replicated mapping ``{}`` (the baseline every strategy is measured against);
+the strategies users write first, interleaved so that a small bound keeps some of each (``_templates``: data
+parallel over the whole mesh and each mesh axis, data x tensor parallel, FSDP, FSDP x tensor parallel,
+sequence splits, built from which names share values, how many bytes each name is in and how batch-like it
+is, never from what names are called); each name alone over the whole mesh; then the other mappings holding
+the fewest bytes per device by a static estimate (the arguments and every laid-out value of the trace, each
+divided by the device count its ranked names split it over), each in rank order and, where names share a
+mesh axis, reversed. What is dropped: mappings past the bound, orders of three or more names sharing a mesh
+axis other than those two, and anything past :data:`MAX_VISITED` legal mappings. The estimate only
+chooses what is compiled; the ranking below uses what XLA reports.
+
+**Compiling** costs most of a plan. Each candidate is traced and lowered on the calling thread (the rules
+are per thread), and compiled in threads, one per core (at least two); candidates that lower to the same
+program compile once. On the CPU backend a candidate is compiled *for reading* (``_FAST_OPTIONS``: machine
+code generated at ``-O0`` without LLVM's expensive passes, about half of a full compile): what a row reads
+is fixed before code generation, and is the full compile's to the byte (tested). What runs (``measure=True``,
+:meth:`Plan.verify`) is compiled again in full. Nothing is shared between candidates' compiles beyond that:
+the SPMD partitioner's output, a scanned body's included, depends on the rules. A candidate of a 4-layer
+scanned Llama's adam step costs about 0.4 CPU seconds to lower and 2.2 to compile so, against 3.7 to 4.2 for
+the full compile (benchmarks/plan.py): the default bound, about 130 CPU seconds, a minute or so on two idle
+cores.
 
 **Ranking**: a row is rejected (``ok=False``, ``reason`` says why, starting with one of ``indivisible``,
 ``conflicting``, ``failed to compile``, ``over memory_limit``) when its layout is illegal for the
@@ -627,6 +642,10 @@ class Plan:
         shape = ", ".join(f"{a}={s}" for a, s in placement.mesh_sizes(self.mesh).items())
         lines = [f"Plan: {len(self.rows)} candidates on mesh ({shape}); best {self.best}",
                  fmt.format(*head)] + [fmt.format(*b) for b in body]
+        if any(b[1] == "ok (verify)" for b in body):
+            lines.append("  verify: within 1.5x of the best cost, where the model cannot order rows (it adds "
+                         "compute, memory traffic and collectives as if none overlapped, and prices every "
+                         "collective alike); plan.verify(k) times the k best")
         rejected = [r for r in self.rows if not r.ok]
         lines += [f"  rejected {_fmt_rules(r.rules)}: {r.reason}" for r in rejected]
         return "\n".join(lines)
@@ -673,8 +692,8 @@ def _named_leaves(tree: Any) -> list[tuple[str, Any]]:
 def candidate_rules(step: Callable, *args: Any, mesh: Any = None, max_candidates: int = MAX_CANDIDATES,
                     **kwargs: Any) -> list[dict[str, Any]]:
     """The candidates :func:`plan_sharding` compiles when given none (see the module's enumeration rule and
-    pruning bound): the replicated mapping first, then the mappings with the fewest estimated bytes per
-    device.
+    pruning bound): the replicated mapping first, then the strategies users write first, each name alone
+    over the whole mesh, and the mappings with the fewest estimated bytes per device.
 
     >>> import jax, jax.numpy as jnp, namedarray as nx
     >>> mesh = jax.make_mesh((1,), ("data",))   # a mesh axis of size 1 splits nothing
