@@ -55,6 +55,22 @@ def test_a_step_is_traced_once_and_each_call_gets_its_own_values():
     assert len(traces) == 1
 
 
+def test_clear_caches_drops_what_served_the_last_call():
+    traces = []
+
+    def counted(s):
+        traces.append(1)
+        return step(s)
+
+    f = nx.jit(counted)
+    with jax.set_mesh(auto_mesh((4, 2), ("data", "model"))), nx.axis_rules({"batch": "data"}):
+        s = f(f(state()))
+        nx.clear_caches()
+        out = f(s)  # compiled again, not served by a function the caches no longer hold
+    assert len(traces) == 2
+    check(out, s)
+
+
 def test_an_argument_laid_out_otherwise_is_placed_again():
     mesh = auto_mesh((4, 2), ("data", "model"))
     f = nx.jit(step)

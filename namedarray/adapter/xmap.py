@@ -86,7 +86,7 @@ from ..errors import (
     UnplacedAxisError,
     fmt_names,
 )
-from ..parallel.distribute import flat_jit, tree_of
+from ..parallel.distribute import flat_jit, recall, remember
 from . import resources as _res
 from .resources import SerialLoop, serial_loop
 
@@ -402,6 +402,7 @@ class XMapped:
         self._hkey = None if self._cfg.key is None else _HashedKey(self._cfg.key)
         self._memo: tuple | None = None  # (environment, mesh token, plan, key) of the last resolve
         self._last = placement.LastCall()
+        self._memo_call: tuple | None = None  # what served the last call (distribute.remember)
         self._backend_checked = False
         functools.update_wrapper(self, fun, updated=())
 
@@ -469,18 +470,17 @@ class XMapped:
         if kwargs:
             raise TypeError(f"{_WHERE}: xmapped functions accept positional arguments only, got keyword "
                             f"arguments {sorted(kwargs)}")
+        # what served the last call, in this same context: one flatten and jit's own dispatch
+        last = recall(self._memo_call, args)
+        if last is not None:
+            try:
+                with _env.synced():
+                    return last[0](*last[1]) if last[2] else last[0](*args)
+            except ValueError as e:
+                if isinstance(e, NamedAxisError):
+                    raise
+                self._memo_call = None  # arguments laid out otherwise this time: the full path below
         outer = _env.current()
-        last = None if outer.sizes or outer.jax_names else self._last.get(outer, ())
-        if last is not None:  # what served the last call, in this same context: one flatten and jit's call
-            leaves, tree = tree_of(args)
-            if tree == last[0]:
-                try:
-                    with _env.synced():
-                        return last[1](*leaves) if last[2] else last[1](*args)
-                except ValueError as e:
-                    if isinstance(e, NamedAxisError):
-                        raise
-                    self._last.clear()  # arguments laid out otherwise this time: the full path below
         self._check_backend()
         plan, key = self._resolve(outer)
         if outer.sizes or outer.jax_names:
@@ -496,7 +496,7 @@ class XMapped:
                     try:
                         with _env.synced():
                             out = fast(*leaves)
-                        self._last.put(outer, (), (tree, fast, True))
+                        self._memo_call = remember(self._last, outer, tree, fast)
                         return out
                     except ValueError as e:
                         if isinstance(e, NamedAxisError):
@@ -511,7 +511,7 @@ class XMapped:
             with _env.synced():
                 out = fn(*args)
             if self._cfg.backend is None:
-                self._last.put(outer, (), (jax.tree.structure(args), fn, False))
+                self._memo_call = remember(self._last, outer, jax.tree.structure(args), fn, flat=False)
             return out
         except ValueError as e:
             if not isinstance(e, NamedAxisError):  # jax.jit could not flatten the arguments: say why

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import weakref
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Generic, ParamSpec, Protocol, TypeVar, overload
 
@@ -358,6 +359,33 @@ def flat_jit(fun: Callable[[Any], Any], tree: Any, shardings: Sequence[Any], don
     return jax.jit(flat, in_shardings=tuple(shardings), donate_argnums=tuple(donated), **jit_kwargs)
 
 
+def remember(last: placement.LastCall, outer: _env.AxisEnv, tree: Any, fn: Callable,
+             flat: bool = True) -> tuple:
+    """The memo of a call that ``fn`` served, for :func:`recall`: the environment (the same object), the
+    mesh context (:func:`~namedarray.core.placement.mesh_token`), the arguments' treedef, ``fn`` (held
+    weakly: ``last``, which ``nx.clear_caches()`` empties, and the cache that built it hold it) and whether
+    it takes the leaves (``flat``) or the arguments."""
+    last.put(outer, (), fn)
+    return outer, placement.mesh_token(), tree, weakref.ref(fn), flat
+
+
+def recall(memo: tuple | None, args: Any) -> tuple[Callable, list, bool] | None:
+    """(the function that served the last call, these arguments' leaves, whether it takes the leaves) where
+    the memo holds for this call: same environment, same mesh context, same treedef (names included), and
+    the caches still hold the function; else None.
+
+    >>> recall(None, (1, 2)) is None
+    True
+    """
+    if memo is None or memo[0] is not _env.current() or memo[1] != placement.mesh_token():
+        return None
+    fn = memo[3]()
+    if fn is None:
+        return None
+    leaves, tree = tree_of(args)
+    return (fn, leaves, memo[4]) if tree == memo[2] else None
+
+
 def tree_of(value: Any) -> tuple[list, Any]:
     """``jax.tree.flatten(value)``, or ``([], None)`` where jax cannot flatten it (the full path says why).
 
@@ -426,9 +454,10 @@ class Jitted:
         # (arguments' treedef, mesh, environment, leaf ranks) -> each leaf's layout (None: not a NamedArray)
         self._targets: dict[tuple, list] = {}
         # (treedef of (args, kwargs), mesh, environment) -> jit over their leaves, their layouts as
-        # in_shardings (flat_jit); the last call's treedef and that jit, in its context (see __call__)
+        # in_shardings (flat_jit); the one that served the last call, and its context (remember, recall)
         self._fast = _FAST.new()
         self._last = placement.LastCall()
+        self._memo: tuple | None = None
         functools.update_wrapper(self, fun, updated=())
 
     def __repr__(self) -> str:
@@ -492,18 +521,20 @@ class Jitted:
         return True
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        # what served the last call, in this same context: one flatten and jit's own dispatch
+        last = recall(self._memo, (args, kwargs))
+        if last is not None:
+            try:
+                if self._rules is None:
+                    with _env.synced():
+                        return last[0](*last[1])
+                with self._rules, _env.synced():
+                    return last[0](*last[1])
+            except ValueError as e:
+                if isinstance(e, NamedAxisError):
+                    raise
+                self._memo = None  # laid out otherwise this time: the full path below
         outer = _env.current()
-        last = self._last.get(outer, ())
-        if last is not None:  # what served the last call, in this same context: one flatten and jit's call
-            leaves, tree = tree_of((args, kwargs))
-            if tree == last[0]:
-                try:
-                    with self._rules or _NULL, _env.synced():
-                        return last[1](*leaves)
-                except ValueError as e:
-                    if isinstance(e, NamedAxisError):
-                        raise
-                    self._last.clear()  # laid out otherwise this time: the full path below
         with self._rules or _NULL, _env.synced():
             mesh = _mesh(None)
             if mesh is None or isinstance(mesh, jax.sharding.AbstractMesh):
@@ -520,7 +551,7 @@ class Jitted:
                     # jit compares shardings where nx.jit asks for placement: an argument laid out as its
                     # names ask, by a sharding jit does not take for the same, goes to jit as it is
                 else:
-                    self._last.put(outer, (), flat[:2])
+                    self._memo = remember(self._last, outer, flat[0], flat[1])
                     return out
             return self._jitted(*args, **kwargs)
 
