@@ -351,14 +351,20 @@ class CostModel:
 _CALIBRATED: caches.LRU[tuple, tuple[float, ...]] = caches.LRU("plan cost calibrations", 16)
 
 
-def _timed(f: Callable, *args: Any) -> float:
-    jax.block_until_ready(f(*args))
-    times = []
-    for _ in range(7):
-        t = time.perf_counter()
-        jax.block_until_ready(f(*args))
-        times.append(time.perf_counter() - t)
-    return statistics.median(times)
+def _timed_together(cases: Mapping[str, tuple[Callable, Any]], rounds: int = 15) -> dict[str, float]:
+    """Median seconds of each ``f(arg)``, in rounds that call every case once. A ranking depends on the
+    rates' ratios only: timed one after the other, a machine whose load changed in between gave the plan
+    a memory rate 6x off its compute rate from one plan to the next (simulated devices on a shared host);
+    interleaved, a change weighs on every rate alike."""
+    for f, arg in cases.values():
+        jax.block_until_ready(f(arg))
+    times: dict[str, list[float]] = {k: [] for k in cases}
+    for _ in range(rounds):
+        for k, (f, arg) in cases.items():
+            t = time.perf_counter()
+            jax.block_until_ready(f(arg))
+            times[k].append(time.perf_counter() - t)
+    return {k: statistics.median(v) for k, v in times.items()}
 
 
 def _calibrate(devices: np.ndarray) -> tuple[float, ...]:
@@ -373,19 +379,24 @@ def _calibrate_on(mesh: Any, n: int) -> tuple[float, ...]:
     split = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec("all"))
     whole = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec())
     tiny = jax.device_put(np.zeros((n, 8), np.float32), split)
-    empty = _timed(jax.jit(lambda a: a + 1, out_shardings=split), tiny)
     k = 256
-    mats = jax.device_put(np.ones((n, k, k), np.float32), split)
-    matmul = _timed(jax.jit(lambda a: jnp.einsum("bij,bjk->bik", a, a), out_shardings=split), mats)
-    flops = 2 * k ** 3 / max(matmul - empty, 1e-6)
-    big = jax.device_put(np.ones((n, 1 << 20), np.float32), split)
-    stream = _timed(jax.jit(lambda a: a * 2 + 1, out_shardings=split), big)
-    memory = 2 * 4 * (1 << 20) / max(stream - empty, 1e-6)
+    cases = {
+        "empty": (jax.jit(lambda a: a + 1, out_shardings=split), tiny),
+        "matmul": (jax.jit(lambda a: jnp.einsum("bij,bjk->bik", a, a), out_shardings=split),
+                   jax.device_put(np.ones((n, k, k), np.float32), split)),
+        "stream": (jax.jit(lambda a: a * 2 + 1, out_shardings=split),
+                   jax.device_put(np.ones((n, 1 << 20), np.float32), split)),
+    }
     if n > 1:
-        part = jax.device_put(np.ones((n, 1 << 18), np.float32), split)
         total = jax.jit(lambda a: a.sum(0), out_shardings=whole)
-        latency = max(_timed(total, tiny) - empty, 0.0)
-        collective = 4 * (1 << 18) / max(_timed(total, part) - empty - latency, 1e-6)
+        cases["tiny all-reduce"] = (total, tiny)
+        cases["all-reduce"] = (total, jax.device_put(np.ones((n, 1 << 18), np.float32), split))
+    t = _timed_together(cases)
+    flops = 2 * k ** 3 / max(t["matmul"] - t["empty"], 1e-6)
+    memory = 2 * 4 * (1 << 20) / max(t["stream"] - t["empty"], 1e-6)
+    if n > 1:
+        latency = max(t["tiny all-reduce"] - t["empty"], 0.0)
+        collective = 4 * (1 << 18) / max(t["all-reduce"] - t["empty"] - latency, 1e-6)
     else:
         collective, latency = memory, 0.0
     return float(flops), float(memory), float(collective), float(latency)
