@@ -185,7 +185,7 @@ def jit_call_rows(quick: bool) -> list[list[str]]:
         state = fn({"params": make(), "mu": make()})
         plain = jax.jit(step)
         t = compare({"nx.jit": lambda: fn(state), "jax.jit": lambda: plain(state)},
-                    reps=100 if quick else 1000, warmup=50)
+                    reps=100 if quick else 3000, warmup=50)
     return [["ten-leaf state, one step", f"{t['nx.jit']:.1f} us", f"{t['jax.jit']:.1f} us",
              ratio(t["nx.jit"], t["jax.jit"])]]
 
