@@ -96,7 +96,7 @@ def _compiled_ops(f, args):
 
 def model_rows(name, models, quick):
     (f_nx, a_nx), (f_jnp, a_jnp) = models
-    n = 10 if quick else 60
+    n = 10 if quick else 200  # many rounds: the medians of a busy machine settle
     # a fresh function object per trace: jax caches traces by function identity
     traces = compare({"nx": lambda: jax.make_jaxpr(lambda *a: f_nx(*a))(*a_nx),
                       "jnp": lambda: jax.make_jaxpr(lambda *a: f_jnp(*a))(*a_jnp)}, reps=n, warmup=3)
@@ -130,12 +130,12 @@ def model_rows(name, models, quick):
 
 
 def residual_trace_rows(quick: bool) -> list[list[str]]:
-    """``jax.make_jaxpr(jax.value_and_grad(loss))`` of a residual MLP with 2 and 32 unscanned layers, named
+    """``jax.make_jaxpr(jax.value_and_grad(loss))`` of a residual MLP with 2, 8 and 32 unscanned layers, named
     vs positional: what the engine's Python costs on the path every traced op takes."""
     rng = np.random.default_rng(0)
     d, h, b = 64, 128, 32
     rows = []
-    for layers in (2, 32):
+    for layers in (2, 8, 32):
         pj = [{"w1": _rand(rng, d, h, scale=d ** -0.5), "b1": _rand(rng, h),
                "w2": _rand(rng, h, d, scale=h ** -0.5)} for _ in range(layers)]
         pn = [{"w1": nx.wrap(p["w1"], ["embed", "hidden"]), "b1": nx.wrap(p["b1"], ["hidden"]),
@@ -159,7 +159,7 @@ def residual_trace_rows(quick: bool) -> list[list[str]]:
 
         t = compare({"nx": lambda pn=pn, xn=xn: trace(loss_nx, pn, xn),
                      "jnp": lambda pj=pj, x=x: trace(loss_jnp, pj, x)},
-                    reps=3 if quick else (10 if layers > 2 else 30), warmup=1 if quick else 2)
+                    reps=3 if quick else {2: 60, 8: 30}.get(layers, 16), warmup=1 if quick else 2)
         rows.append([f"residual MLP, {layers} unscanned layers", "trace time of value_and_grad (make_jaxpr)",
                      f"{t['nx'] / 1e3:.1f} ms", f"{t['jnp'] / 1e3:.1f} ms", f"{t['nx'] / t['jnp']:.2f}x"])
     return rows
