@@ -110,16 +110,16 @@ def main() -> None:
         # steady state: the params stay the same between calls (the step's output is dropped); the batch is
         # already split over 'dp', as a data loader places it
         times = compare({label: (lambda m=models[label], p=states[label]: m.train_xmap(p, tokens, targets))
-                         for label in programs}, reps=20 if QUICK else 100, warmup=5)
+                         for label in programs}, reps=20 if QUICK else 300, warmup=5)
         rows.append(["training step (steady state)", f"{times['nx.xmap']:.0f} us",
                      f"{times['jit(vmap)']:.0f} us", ratio(times["nx.xmap"], times["jit(vmap)"])])
         times = compare({label: (lambda m=models[label], p=states[label]: m.eval_xmap(p, tokens, targets))
-                         for label in programs}, reps=20 if QUICK else 200, warmup=5)
+                         for label in programs}, reps=20 if QUICK else 600, warmup=5)
         rows.append(["evaluation call (steady state)", f"{times['nx.xmap']:.0f} us",
                      f"{times['jit(vmap)']:.0f} us", ratio(times["nx.xmap"], times["jit(vmap)"])])
         times = compare({label: (lambda m=models[label], p=states[label]: m.eval_xmap(p, one_tokens,
                                                                                      one_targets))
-                         for label in programs}, reps=20 if QUICK else 200, warmup=5)
+                         for label in programs}, reps=20 if QUICK else 600, warmup=5)
         rows.append(["evaluation call, batch on one device (split by each call)",
                      f"{times['nx.xmap']:.0f} us",
                      f"{times['jit(vmap)']:.0f} us", ratio(times["nx.xmap"], times["jit(vmap)"])])
