@@ -254,6 +254,7 @@ class NamedArray:
 
     @classmethod
     def tree_unflatten(cls, names, children):
+        """The NamedArray named ``names`` that holds ``children[0]`` as its storage (JAX's pytree hook)."""
         # Little validation: JAX passes object(), None and tracers here.
         data = children[0]
         if type(data) is NamedArray:

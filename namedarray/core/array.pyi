@@ -320,7 +320,8 @@ class NamedArray:
     def transpose(self, *axes: Any) -> NamedArray:
         """Permute the positional axes."""
     @classmethod
-    def tree_unflatten(self, names, children): ...
+    def tree_unflatten(self, names, children):
+        """The NamedArray named ``names`` that holds ``children[0]`` as its storage (JAX's pytree hook)."""
     def unflatten(self, name: str, parts: Mapping[str, int] | Sequence[tuple[str, int]]) -> NamedArray:
         """``nx.unflatten(self, ...)``: see :func:`namedarray.unflatten`."""
     def untag(self, *names: str | Mapping[int, str]) -> NamedArray:
