@@ -40,6 +40,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.random import PRNGKey, key
 from jax.typing import ArrayLike, DTypeLike
 
 from .core.array import NamedArray, from_storage
@@ -53,18 +54,17 @@ from .engine.nmap import nmap
 from .errors import AxisSizeError, AxisSpecError, PositionalAxisError, describe, fmt_names, wrong_type
 from .ops.creation import NamedShapeLike, named_shape_arg
 
-__all__ = ["key", "PRNGKey", "key_data", "wrap_key_data", "split", "fold_in", "normal", "uniform",
+# (key_data, wrap_key_data and fold_in are made by __getattr__, which ruff does not see)
+__all__ = ["key", "PRNGKey", "key_data", "wrap_key_data", "split", "fold_in", "normal", "uniform",  # noqa: F822
            "bernoulli", "randint", "truncated_normal", "gumbel", "exponential", "laplace", "logistic",
            "cauchy", "rademacher", "gamma", "beta", "poisson", "categorical", "permutation"]
 
 Shape = Sequence[int] | int | None
 
-key = jax.random.key
-PRNGKey = jax.random.PRNGKey
-key_data = nmap(jax.random.key_data)
-wrap_key_data = nmap(jax.random.wrap_key_data)
+# key_data, wrap_key_data and fold_in are jax.random's lifted over a key's names, each bound on first use
+# (__getattr__ below); key and PRNGKey are jax's own, imported above
+_LIFTED_KEY_FUNCTIONS = frozenset({"key_data", "wrap_key_data", "fold_in"})
 _split_positional = nmap(jax.random.split)
-fold_in = nmap(jax.random.fold_in)
 
 _SCALARS = (int, float, bool, np.number, np.bool_)
 
@@ -310,24 +310,56 @@ def gumbel(key: NamedArray | ArrayLike, shape: Shape = (), dtype: DTypeLike | No
     return _sample("gumbel", key, {}, shape, named_shape, {"dtype": dtype, "mode": mode})
 
 
-def _simple(name: str):
-    @follows_arguments
-    def f(key: NamedArray | ArrayLike, shape: Shape = (), dtype: DTypeLike | None = None, *,
-          named_shape: NamedShapeLike = None) -> NamedArray | jax.Array:
-        return _sample(name, key, {}, shape, named_shape, {"dtype": dtype})
+@follows_arguments
+def exponential(key: NamedArray | ArrayLike, shape: Shape = (), dtype: DTypeLike | None = None, *,
+                named_shape: NamedShapeLike = None) -> NamedArray | jax.Array:
+    """``jax.random.exponential`` samples (rate 1) of positional ``shape`` and named shape
+    ``named_shape``.
 
-    f.__name__ = f.__qualname__ = name
-    f.__doc__ = (f"``jax.random.{name}`` samples of positional ``shape`` and named shape ``named_shape``.\n\n"
-                 f"    >>> import jax, namedarray as nx\n"
-                 f"    >>> nx.random.{name}(jax.random.key(0), (2,), named_shape={{'i': 3}}).named_shape\n"
-                 f"    {{'i': 3}}\n")
-    return f
+    >>> import jax, namedarray as nx
+    >>> nx.random.exponential(jax.random.key(0), (2,), named_shape={"i": 3}).named_shape
+    {'i': 3}
+    """
+    return _sample("exponential", key, {}, shape, named_shape, {"dtype": dtype})
 
 
-exponential = _simple("exponential")
-laplace = _simple("laplace")
-logistic = _simple("logistic")
-cauchy = _simple("cauchy")
+@follows_arguments
+def laplace(key: NamedArray | ArrayLike, shape: Shape = (), dtype: DTypeLike | None = None, *,
+            named_shape: NamedShapeLike = None) -> NamedArray | jax.Array:
+    """``jax.random.laplace`` samples (location 0, scale 1) of positional ``shape`` and named
+    shape ``named_shape``.
+
+    >>> import jax, namedarray as nx
+    >>> nx.random.laplace(jax.random.key(0), (2,), named_shape={"i": 3}).named_shape
+    {'i': 3}
+    """
+    return _sample("laplace", key, {}, shape, named_shape, {"dtype": dtype})
+
+
+@follows_arguments
+def logistic(key: NamedArray | ArrayLike, shape: Shape = (), dtype: DTypeLike | None = None, *,
+             named_shape: NamedShapeLike = None) -> NamedArray | jax.Array:
+    """``jax.random.logistic`` samples (location 0, scale 1) of positional ``shape`` and named
+    shape ``named_shape``.
+
+    >>> import jax, namedarray as nx
+    >>> nx.random.logistic(jax.random.key(0), (2,), named_shape={"i": 3}).named_shape
+    {'i': 3}
+    """
+    return _sample("logistic", key, {}, shape, named_shape, {"dtype": dtype})
+
+
+@follows_arguments
+def cauchy(key: NamedArray | ArrayLike, shape: Shape = (), dtype: DTypeLike | None = None, *,
+           named_shape: NamedShapeLike = None) -> NamedArray | jax.Array:
+    """``jax.random.cauchy`` samples (location 0, scale 1) of positional ``shape`` and named
+    shape ``named_shape``.
+
+    >>> import jax, namedarray as nx
+    >>> nx.random.cauchy(jax.random.key(0), (2,), named_shape={"i": 3}).named_shape
+    {'i': 3}
+    """
+    return _sample("cauchy", key, {}, shape, named_shape, {"dtype": dtype})
 
 
 @follows_arguments
@@ -547,4 +579,16 @@ def permutation(key: NamedArray | ArrayLike, x: NamedArray | ArrayLike, axis: in
 # --------------------------------------------------------------------------------------------------------
 # Everything else in jax.random
 
-__getattr__, __dir__ = rest_of(jax.random, globals())
+_rest, __dir__ = rest_of(jax.random, globals())
+
+
+def __getattr__(name: str) -> Any:
+    """``nx.random.<name>`` for the lifted key functions (bound here once made) and jax.random's others.
+
+    The lifted key functions are bound on first use rather than by assignment at import: an editor shows the
+    documentation of a name's definition in the source, and an assignment has none, while without one it
+    shows the stub's (jax's documentation of the function)."""
+    if name not in _LIFTED_KEY_FUNCTIONS:
+        return _rest(name)
+    # two threads binding one at once build two equal functions and both keep the one bound first
+    return globals().setdefault(name, nmap(getattr(jax.random, name)))

@@ -221,10 +221,11 @@ def exponential(key: NamedArray | ArrayLike, shape: (Sequence[int] | int | None)
 def exponential(key: NamedArray, shape: (Sequence[int] | int | None) = (), dtype: DTypeLike | None = None, *, named_shape: (Mapping[str, int] | Sequence[str] | str | None) = None) -> NamedArray: ...
 @overload
 def exponential(key: ArrayLike, shape: (Sequence[int] | int | None) = (), dtype: DTypeLike | None = None, *, named_shape: None = None) -> Array:
-    """``jax.random.exponential`` samples of positional ``shape`` and named shape ``named_shape``.
+    """``jax.random.exponential`` samples (rate 1) of positional ``shape`` and named shape
+    ``named_shape``.
 
     >>> import jax, namedarray as nx
-    >>> nx.random.exponential(jax.random.key(0), (2,), named_shape={'i': 3}).named_shape
+    >>> nx.random.exponential(jax.random.key(0), (2,), named_shape={"i": 3}).named_shape
     {'i': 3}
     """
 @overload
@@ -233,10 +234,11 @@ def laplace(key: NamedArray | ArrayLike, shape: (Sequence[int] | int | None) = (
 def laplace(key: NamedArray, shape: (Sequence[int] | int | None) = (), dtype: DTypeLike | None = None, *, named_shape: (Mapping[str, int] | Sequence[str] | str | None) = None) -> NamedArray: ...
 @overload
 def laplace(key: ArrayLike, shape: (Sequence[int] | int | None) = (), dtype: DTypeLike | None = None, *, named_shape: None = None) -> Array:
-    """``jax.random.laplace`` samples of positional ``shape`` and named shape ``named_shape``.
+    """``jax.random.laplace`` samples (location 0, scale 1) of positional ``shape`` and named
+    shape ``named_shape``.
 
     >>> import jax, namedarray as nx
-    >>> nx.random.laplace(jax.random.key(0), (2,), named_shape={'i': 3}).named_shape
+    >>> nx.random.laplace(jax.random.key(0), (2,), named_shape={"i": 3}).named_shape
     {'i': 3}
     """
 @overload
@@ -245,10 +247,11 @@ def logistic(key: NamedArray | ArrayLike, shape: (Sequence[int] | int | None) = 
 def logistic(key: NamedArray, shape: (Sequence[int] | int | None) = (), dtype: DTypeLike | None = None, *, named_shape: (Mapping[str, int] | Sequence[str] | str | None) = None) -> NamedArray: ...
 @overload
 def logistic(key: ArrayLike, shape: (Sequence[int] | int | None) = (), dtype: DTypeLike | None = None, *, named_shape: None = None) -> Array:
-    """``jax.random.logistic`` samples of positional ``shape`` and named shape ``named_shape``.
+    """``jax.random.logistic`` samples (location 0, scale 1) of positional ``shape`` and named
+    shape ``named_shape``.
 
     >>> import jax, namedarray as nx
-    >>> nx.random.logistic(jax.random.key(0), (2,), named_shape={'i': 3}).named_shape
+    >>> nx.random.logistic(jax.random.key(0), (2,), named_shape={"i": 3}).named_shape
     {'i': 3}
     """
 @overload
@@ -257,10 +260,11 @@ def cauchy(key: NamedArray | ArrayLike, shape: (Sequence[int] | int | None) = ()
 def cauchy(key: NamedArray, shape: (Sequence[int] | int | None) = (), dtype: DTypeLike | None = None, *, named_shape: (Mapping[str, int] | Sequence[str] | str | None) = None) -> NamedArray: ...
 @overload
 def cauchy(key: ArrayLike, shape: (Sequence[int] | int | None) = (), dtype: DTypeLike | None = None, *, named_shape: None = None) -> Array:
-    """``jax.random.cauchy`` samples of positional ``shape`` and named shape ``named_shape``.
+    """``jax.random.cauchy`` samples (location 0, scale 1) of positional ``shape`` and named
+    shape ``named_shape``.
 
     >>> import jax, namedarray as nx
-    >>> nx.random.cauchy(jax.random.key(0), (2,), named_shape={'i': 3}).named_shape
+    >>> nx.random.cauchy(jax.random.key(0), (2,), named_shape={"i": 3}).named_shape
     {'i': 3}
     """
 @overload

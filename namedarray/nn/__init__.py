@@ -83,7 +83,9 @@ def _is_array(v: Any) -> bool:
     return type(v) is NamedArray or hasattr(v, "shape")
 
 
-def _activation(fn: Callable, doc: str | None = None) -> Callable:
+def _activation(fn: Callable) -> Callable:
+    """``fn`` (a function of jax.nn, or one written here in its terms) broadcast over named axes, documented
+    by ``fn``'s own docstring when it is written here, else by one that says so."""
     name = fn.__name__
     where = f"nx.nn.{name}"
     params = list(inspect.signature(fn).parameters)[1:]
@@ -105,51 +107,30 @@ def _activation(fn: Callable, doc: str | None = None) -> Callable:
     if signature is not None:
         f.__signature__ = signature  # type: ignore[attr-defined]  # jax's, in nx's terms: what help() shows
     follows_arguments(f)
-    f.__doc__ = doc or (f"``jax.nn.{name}`` broadcast over named axes (the named shape is unchanged).\n\n"
-                        f"    >>> import namedarray as nx, jax.numpy as jnp\n"
-                        f"    >>> nx.nn.{name}(nx.wrap(jnp.zeros(3), ['b'])).named_shape\n"
-                        f"    {{'b': 3}}\n")
+    f.__doc__ = fn.__doc__ if fn.__module__ == __name__ else (
+        f"``jax.nn.{name}`` broadcast over named axes (the named shape is unchanged).\n\n"
+        f"    >>> import namedarray as nx, jax.numpy as jnp\n"
+        f"    >>> nx.nn.{name}(nx.wrap(jnp.zeros(3), ['b'])).named_shape\n"
+        f"    {{'b': 3}}\n")
     return f
 
 
-relu = _activation(jax.nn.relu)
-relu6 = _activation(jax.nn.relu6)
-gelu = _activation(jax.nn.gelu)
-sigmoid = _activation(jax.nn.sigmoid)
-silu = _activation(jax.nn.silu)
-swish = _activation(jax.nn.swish)
-softplus = _activation(jax.nn.softplus)
-tanh = _activation(jax.nn.tanh)
-elu = _activation(jax.nn.elu)
-celu = _activation(jax.nn.celu)
-selu = _activation(jax.nn.selu)
-leaky_relu = _activation(jax.nn.leaky_relu)
-log_sigmoid = _activation(jax.nn.log_sigmoid)
-soft_sign = _activation(jax.nn.soft_sign)
-hard_sigmoid = _activation(jax.nn.hard_sigmoid)
-hard_silu = _activation(jax.nn.hard_silu)
-hard_swish = _activation(jax.nn.hard_swish)
-hard_tanh = _activation(jax.nn.hard_tanh)
-mish = _activation(jax.nn.mish)
-squareplus = _activation(jax.nn.squareplus)
-sparse_plus = _activation(jax.nn.sparse_plus)
-sparse_sigmoid = _activation(jax.nn.sparse_sigmoid)
-log1mexp = _activation(jax.nn.log1mexp)
-identity = _activation(jax.nn.identity)
+# jax.nn's activations, each made on first use (__getattr__ below) with the documentation _activation writes
+_ACTIVATIONS = frozenset("""relu relu6 gelu sigmoid silu swish softplus tanh elu celu selu leaky_relu
+log_sigmoid soft_sign hard_sigmoid hard_silu hard_swish hard_tanh mish squareplus sparse_plus sparse_sigmoid
+log1mexp identity""".split())
 
 
-def _relu_squared(x: ArrayLike) -> Array:
-    return jnp.square(jax.nn.relu(x))
-
-
-_relu_squared.__name__ = _relu_squared.__qualname__ = "relu_squared"
-relu_squared = _activation(_relu_squared, """``relu(x) ** 2`` (squared ReLU), elementwise: broadcast over
+@_activation
+def relu_squared(x: ArrayLike) -> Array:
+    """``relu(x) ** 2`` (squared ReLU), elementwise: broadcast over
     named axes (the named shape is unchanged).
 
     >>> import namedarray as nx, jax.numpy as jnp
     >>> nx.nn.relu_squared(nx.wrap(jnp.array([-2.0, 0.5, 3.0]), ["b"])).unwrap(["b"]).tolist()
     [0.0, 0.25, 9.0]
-    """)
+    """
+    return jnp.square(jax.nn.relu(x))
 
 
 # --------------------------------------------------------------------------------------------------------
@@ -617,6 +598,18 @@ def rms_norm(x: NamedArray | ArrayLike, axis: Axis, scale: NamedArray | ArrayLik
 # --------------------------------------------------------------------------------------------------------
 # Everything else in jax.nn
 
-__getattr__, __dir__ = rest_of(jax.nn, globals())
+_rest, __dir__ = rest_of(jax.nn, globals())
+
+
+def __getattr__(name: str) -> Any:
+    """``nx.nn.<name>`` for the activations (made here once, then bound) and jax.nn's other functions.
+
+    The activations are made on first use rather than bound by assignment at import: an editor shows the
+    documentation of a name's definition in the source, and an assignment has none, while without one it
+    shows the stub's (generated from these functions' own)."""
+    if name not in _ACTIVATIONS:
+        return _rest(name)
+    # two threads making one at once build two equal functions and both keep the one bound first
+    return globals().setdefault(name, _activation(getattr(jax.nn, name)))
 # nx.nn is where jax.nn's functions have their named versions (nx.xmap asks it for them)
 registry.declare_fallback("jax.nn", functools.partial(getattr, sys.modules[__name__]))
