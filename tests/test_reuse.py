@@ -5,6 +5,7 @@ differ in something a cache could miss (an axis size bound by nx.xmap, the rules
 sign of a static argument, operand sizes), and compares each result with NumPy / jax.numpy.
 """
 
+import asyncio
 import math
 
 import jax
@@ -171,6 +172,30 @@ def test_axis_rules_change_between_calls_of_one_jitted_function():
             with nx.env.axis_rules(rules):
                 got = scaled_by_rules(w)
         np.testing.assert_allclose(np.asarray(got), W * factor)
+
+
+def test_interleaved_asyncio_tasks_leave_no_environment_behind_for_jitted_calls():
+    # Two tasks of one thread enter and leave their rules interleaved: each block's exit must leave JAX's
+    # (per-thread) copy of the environment as the one in force, not the one it saw on entry (the other
+    # task's), or a plain jax.jit call after both would trace without rules under the rules' cache key.
+    async def task(rules, first):
+        if not first:
+            await asyncio.sleep(0)
+        with nx.env.axis_rules(rules):
+            await asyncio.sleep(0)
+            await asyncio.sleep(0)
+
+    async def main():
+        await asyncio.gather(task({"batch": "data"}, True), task({"batch": "model"}, False))
+
+    asyncio.run(main())
+    f = jax.jit(lambda w: w * _rule_factor())
+    w = jnp.asarray(W)
+    np.testing.assert_allclose(np.asarray(f(w)), W)  # traced outside every block: no rules
+    for rules, factor in [({"batch": "data"}, 2.0), ({"batch": "model"}, 3.0)]:
+        with nx.env.axis_rules(rules):
+            np.testing.assert_allclose(np.asarray(f(w)), W * factor)
+    np.testing.assert_allclose(np.asarray(f(w)), W)
 
 
 def test_nested_axis_rules_and_xmap():

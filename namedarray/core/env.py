@@ -209,14 +209,24 @@ def current() -> AxisEnv:
     return _VAR.get(EMPTY)
 
 
+def _mirror(env: AxisEnv) -> None:
+    """Set JAX's copy (per thread) to ``env``, for the jitted calls that follow in this thread."""
+    _ENV(None if env == EMPTY else env).__enter__()  # a swap of the thread's value; nothing to undo later
+
+
 @contextlib.contextmanager
 def _install(env: AxisEnv) -> Iterator[AxisEnv]:
     token = _VAR.set(env)
+    _mirror(env)
     try:
-        with _ENV(None if env == EMPTY else env):
-            yield env
+        yield env
     finally:
         _VAR.reset(token)
+        # JAX's copy becomes the environment in force now, not the value it had when this block was entered:
+        # where asyncio tasks of one thread interleave their blocks, that value is another task's, and
+        # restoring it would leave the thread keyed on an environment nobody is in (a later plain jax.jit
+        # call outside every block would then file its trace, made without rules, under those rules)
+        _mirror(_VAR.get(EMPTY))
 
 
 def synced() -> contextlib.AbstractContextManager:

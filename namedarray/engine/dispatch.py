@@ -213,14 +213,16 @@ def _elementwise_impl(static, *operands):
     pad = pos if ranks_differ else None
     # where NumPy's rules may add leading axes (rank promotion allowed), the operation broadcasts a
     # missing leading name itself, inside its own cached trace, as it does in positional code
-    implicit = _rank_promotion.value == "allow"
+    # (not on Explicit mesh axes, where the layouts are joined below name by name over full-rank storages)
+    explicit = k and len(operands) > 1 and placement.explicit_in_context()
+    implicit = _rank_promotion.value == "allow" and not explicit
     loose = names or pad is not None  # a plain array is reshaped: as a jax array
     operands_ = [v if type(v) is NamedArray or v is None or type(v) in _SCALARS or not loose
                  else jnp.asarray(v) for v in operands]
     recipes = tuple(_recipe(v, names, pad, implicit) for v in operands_)
     datas = [(v.data if type(v) is NamedArray else v) if r is None else _realign(v, r)
              for v, r in zip(operands_, recipes)]
-    if k and len(operands) > 1 and placement.explicit_in_context():
+    if explicit:
         # On Explicit mesh axes jax joins the operands' layouts dim by dim, and two names split over one mesh
         # axis in different operands (fully sharded rules: a parameter's `embed`, an activation's `batch`)
         # would split the result twice over it: lay them out as the result's names rank first
