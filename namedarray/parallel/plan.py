@@ -68,12 +68,13 @@ accepted rows are ordered by measured ``time_s`` when ``measure=True``, else by 
 bytes[kind]) / bytes_per_s``, per device, with weight 2 for an all-reduce (a ring all-reduce moves its
 buffer twice: a reduce-scatter and an all-gather), 1 for the other kinds. Given no model, the three rates
 are measured on the mesh's devices, all busy at once (:meth:`CostModel.calibrated`, about a second, once
-per device set): that is what makes a replicated step, where every device does all the work, cost what
-it costs on the machine at hand. Where the model cannot be trusted: it adds compute, memory traffic and
-collectives as if none overlapped, counts a collective in a loop once per iteration only where XLA knows
-the trip count, and knows nothing of fusion quality or of a scheduler's idle time; rows within 1.5x of the
-best cost are marked ``verify`` in the table, and :meth:`Plan.verify` measures the top rows. Pass
-``cost_model=CostModel(...)`` to set the rates. Ties go to fewer
+per device set; a collective inside a step is charged a quarter of what a one-collective program takes,
+a fitted figure, ``_LATENCY_IN_STEP``): that is what makes a replicated step, where every device does all
+the work, cost what it costs on the machine at hand. Where the model cannot be trusted: it adds compute,
+memory traffic and collectives as if none overlapped, counts a collective in a loop once per iteration
+only where XLA knows the trip count, and knows nothing of fusion quality or of a scheduler's idle time;
+rows within 1.5x of the best cost are marked ``verify`` in the table, and :meth:`Plan.verify` measures the
+top rows. Pass ``cost_model=CostModel(...)`` to set the rates. Ties go to fewer
 bytes per device, then fewer mapped names, then the sorted text of the rules; rejected rows follow in the
 order they were given. The order is a function of the candidates and what XLA reports, so every process
 of a multi-process job computes the same plan without asking the others. Measuring is a job-wide call
@@ -345,7 +346,17 @@ class CostModel:
         if got is None:
             got = _job_calibration(key, lambda: _calibrate(np.array(local, dtype=object)))
             _CALIBRATED.put(key, got)
-        return cls(flops_per_s=got[0], memory_bytes_per_s=got[1], bytes_per_s=got[2], latency_s=got[3])
+        return cls(flops_per_s=got[0], memory_bytes_per_s=got[1], bytes_per_s=got[2],
+                   latency_s=got[3] * _LATENCY_IN_STEP)
+
+
+# What one collective costs inside a step, as a fraction of a one-collective program's time less an empty
+# one's (what calibration measures: it includes bringing every device's thread to the meeting, which a
+# step running already pays far less often). Fitted, not derived: on 7 measured plans of the GPT and the
+# Llama on (8,) and (4, 2) (benchmarks/plan.py), the whole time ranked FSDP's rows (40 to 50 collectives)
+# last though they ran as fast as data parallelism (Kendall tau 0.05 on the Llama); a quarter gave tau
+# 0.53 to 0.80 and the same choices.
+_LATENCY_IN_STEP = 0.25
 
 
 _CALIBRATED: caches.LRU[tuple, tuple[float, ...]] = caches.LRU("plan cost calibrations", 16)
