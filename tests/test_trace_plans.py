@@ -7,10 +7,12 @@ environment (rules, bound names) and NumPy's rank promotion. A call that fails l
 ``nx.clear_caches()`` empties them.
 """
 
+import hypothesis.strategies as st
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from hypothesis import given, settings
 
 import namedarray as nx
 from namedarray import errors
@@ -112,3 +114,40 @@ def test_plans_stay_within_their_bound():
         assert len(kernels.plans) <= 4
     finally:
         kernels.plans.resize(old)
+
+
+@settings(max_examples=60, deadline=None)
+@given(data=st.data())
+def test_broadcasting_by_name_matches_numpy_whatever_the_sizes(data):
+    """Operands that lack names, with sizes of 1 among them (where an added axis cannot be told from an
+    axis the operand has by its size), give NumPy's broadcast of the aligned arrays, eager and traced, with
+    positional axes in front or without."""
+    names = data.draw(st.lists(st.sampled_from("abcd"), min_size=1, max_size=4, unique=True))
+    sizes = {n: data.draw(st.integers(1, 3)) for n in names}
+    positional = data.draw(st.sampled_from([(), (2,), (1,)]))
+    operands, aligned = [], []
+    for _ in range(data.draw(st.integers(2, 3))):
+        keep = len(names) if not operands else data.draw(st.integers(0, len(names)))  # the first has all
+        own = data.draw(st.permutations(names))[:keep]
+        lead = data.draw(st.sampled_from([(), positional]))
+        x = np.random.default_rng(len(operands)).normal(size=lead + tuple(sizes[n] for n in own))
+        operands.append(nx.wrap(jnp.asarray(x, jnp.float32), [*(None,) * len(lead), *own]) if own
+                        else jnp.asarray(x, jnp.float32))
+        # the same array laid out as (positional axes, names), size 1 where it lacks a name
+        order = [n for n in names if n in own]
+        y = np.moveaxis(x, [len(lead) + own.index(n) for n in order],
+                        range(len(lead), len(lead) + len(order))) if own else x
+        aligned.append(y.reshape(lead + tuple(sizes[n] if n in own else 1 for n in names)))
+    rank = max(a.ndim - len(names) for a in aligned)
+    want = sum(a.reshape((1,) * (rank + len(names) - a.ndim) + a.shape) for a in aligned)
+
+    def add(*vs):
+        out = vs[0]
+        for v in vs[1:]:
+            out = out + v
+        return out
+
+    for got in (add(*operands), jax.jit(add)(*operands), jax.jit(add)(*operands)):
+        assert set(got.names) == set(names)
+        spec = [*(None,) * rank, *names]
+        np.testing.assert_allclose(np.asarray(got.unwrap(spec)), want, rtol=1e-5, atol=1e-5)

@@ -295,6 +295,10 @@ def _recipe(v: Any, names: tuple[str, ...], pad: int | None, implicit: bool) -> 
         shape_of = dict(zip(order, shape_now[p:]))
         lead = () if pad is None else (1,) * (pad - p)
         shape: tuple | None = lead + shape_now[:p] + tuple(shape_of.get(n, 1) for n in names)
+        missing = len(names) - len(order)
+        # the axes added are all leading (what broadcasting may add) only where the names v lacks come first
+        # and no positional axis of v stands before them
+        leading = not missing or (p == 0 and names[missing:] == order)
     elif v is None or type(v) in _SCALARS or (not names and pad is None) or v.ndim == 0:
         return None
     else:
@@ -302,12 +306,11 @@ def _recipe(v: Any, names: tuple[str, ...], pad: int | None, implicit: bool) -> 
         shape_now = v.shape
         lead = () if pad is None else (1,) * (pad - v.ndim)
         shape = lead + shape_now + (1,) * len(names)
+        leading = not names
     if shape == shape_now:
         shape = None
-    elif implicit:
-        extra = len(shape) - len(shape_now)
-        if extra > 0 and shape[extra:] == shape_now and not any(s != 1 for s in shape[:extra]):
-            shape = None
+    elif implicit and leading:  # decided by which axes are added, never by their sizes: (1,) -> (1, 1) may
+        shape = None            # add a trailing axis the operation would not add
     return None if perm is None and shape is None else (perm, shape)
 
 
