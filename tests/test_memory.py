@@ -168,7 +168,9 @@ def test_clear_caches_empties_every_cache_the_library_owns():
     own = nx.xmap(Unhashable(), in_axes=["l", ...], out_axes=["l", ...])
     own(jnp.ones(3))
     with jax.set_mesh(auto_mesh((8,), ("d",))), nx.axis_rules({"b": "d"}):
-        nx.jit(lambda v: v * 2)(nx.wrap(jnp.ones((8, 3)), ["b", "a"]))  # a sharding target
+        # a sharding target, and the compilations of this nx.jit (kept alive: they live as long as it)
+        step = nx.jit(lambda v: v * 2)
+        step(nx.wrap(jnp.ones((8, 3)), ["b", "a"]))
         # a compiled call with its arguments' layouts
         nx.xmap(jnp.negative, in_axes=["r", ...], out_axes=["r", ...], axis_resources={"r": "d"})(jnp.ones(8))
     from namedarray.parallel.plan import CostModel
