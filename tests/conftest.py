@@ -78,20 +78,21 @@ class Counts:
 # --no-loadscope-reorder``: a module is a unit of work, handed whole to whichever worker is free, so that a
 # fixture built once per module (a two-process job, a documentation build, a model trained once) is built
 # once and not once per worker. The units go out in the order of the collection, which puts SLOWEST first,
-# in its order (the longest first, by the CPU seconds each took in a run of the suite on two workers),
-# then the other modules in their usual order: the run ends on short modules, not with one worker on a
-# long one while the other waits. SLOWEST's modules are also marked ``slow``, which `make check` leaves
+# in its order (the longest first, by the CPU seconds each took in a run of the suite on two workers, or by
+# its time where its work is in a process the worker does not wait for, as a notebook's kernel), then the
+# other modules in their usual order: the run ends on short modules, not with one worker on a long one
+# while the other waits. SLOWEST's modules are also marked ``slow``, which `make check` leaves
 # out: the quick tier for the edit-test loop.
 SLOWEST = (
     "test_job.py",  # a two-process job: its processes flatten 150,000 name sets
-    "test_pipeline.py", "test_examples.py", "test_docs.py", "test_trust.py", "test_properties.py",
-    "test_fsdp.py", "test_plan.py", "test_types.py", "test_site.py", "test_xmap_positional.py",
-    "test_peer_parity_c.py", "test_peer_parity_b.py", "test_tutorial.py", "test_random.py",
-    "test_attention_gqa.py", "test_external_llama.py", "test_notebooks.py", "test_peer_parity_d.py",
-    "test_sharding_properties.py", "test_sharding_memory.py", "test_peer_parity_a.py", "test_shard_map.py",
-    "test_collectives.py", "test_layout.py", "test_nn_layers.py", "test_input_sweep.py",
-    "test_plan_ranking.py", "test_memory.py", "test_contract.py", "test_sharding.py", "test_nn.py",
-    "test_multiprocess.py",
+    "test_pipeline.py", "test_examples.py", "test_docs.py", "test_properties.py", "test_fsdp.py",
+    "test_peer_parity_c.py", "test_peer_parity_b.py", "test_random.py", "test_attention_gqa.py",
+    "test_external_llama.py", "test_shard_map.py", "test_xmap_positional.py", "test_peer_parity_d.py",
+    "test_notebooks.py", "test_site.py", "test_sharding_memory.py", "test_peer_parity_a.py",
+    "test_surgery.py", "test_collectives.py", "test_layout.py", "test_nn_layers.py", "test_input_sweep.py",
+    "test_plan.py", "test_sharding.py", "test_scan.py", "test_memory.py", "test_contract.py", "test_nn.py",
+    "test_types.py", "test_sharding_properties.py", "test_tutorial.py", "test_multiprocess.py",
+    "test_trust.py", "test_plan_ranking.py",
 )
 
 
