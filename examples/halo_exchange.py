@@ -70,6 +70,7 @@ def run(steps: int, size: tuple[int, int]) -> dict:
         halo = jax.jit(nx.shard_map(lambda u: nx.lax.fori_loop(0, steps, lambda i, v: block_step(v), u)))
         blocks = halo(u0)
         hlo = halo.lower(u0).compile().as_text()
+        assert hlo is not None
         # automatic: the whole-grid program with the grid laid out by its names; the compiler finds the halos
         def automatic_steps(u):
             return nx.lax.fori_loop(0, steps, lambda i, v: whole_grid_step(v).shard(), u.shard())

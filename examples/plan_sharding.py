@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Callable
 from typing import Any
 
 import jax
@@ -82,7 +83,7 @@ def gpt_problem(layers: int = 4, fast: bool = False):
     return cfg, step, abstract, concrete, batches
 
 
-def train(step, concrete, batches, rules=None, m=None):
+def train(step: Callable[..., Any], concrete, batches, rules=None, m=None):
     """Losses of a few steps: under ``rules`` on the mesh, or on one device (``rules=None``)."""
     params, opt_state = concrete()
     losses = []

@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import sys
 import time
+from typing import cast
 
 import jax
 
@@ -43,11 +44,11 @@ HIDDEN, BATCH, SEED = 128, 128, 0
 
 def digits(seed: int = SEED) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Training and test images ``(n, 64)`` scaled to [0, 1], and their labels ``(n,)``."""
-    data = load_digits()
-    images = data.data.astype(np.float32) / 16.0
-    train_x, test_x, train_y, test_y = train_test_split(images, data.target.astype(np.int32), test_size=0.2,
-                                                        random_state=seed, stratify=data.target)
-    return train_x, train_y, test_x, test_y
+    pixels, digit = load_digits(return_X_y=True)
+    images, labels = np.asarray(pixels, np.float32) / 16.0, np.asarray(digit, np.int32)
+    train_x, test_x, train_y, test_y = train_test_split(images, labels, test_size=0.2, random_state=seed,
+                                                        stratify=labels)
+    return np.asarray(train_x), np.asarray(train_y), np.asarray(test_x), np.asarray(test_y)
 
 
 def named(images: np.ndarray, labels: np.ndarray) -> tuple[nx.NamedArray, nx.NamedArray]:
@@ -118,7 +119,8 @@ def strategies(n_devices: int = 8):
     ]
 
 
-def train(data, order: np.ndarray, title: str, lr: float = 3e-3) -> tuple[np.ndarray, float, dict]:
+def train(data, order: np.ndarray, title: str,
+          lr: float = 3e-3) -> tuple[np.ndarray, float, dict[str, nx.NamedArray]]:
     """Train from the same key on the batches ``order`` picks; returns the loss curve, test accuracy and the
     final parameters."""
     train_x, train_y, test_x, test_y = data
@@ -136,7 +138,9 @@ def train(data, order: np.ndarray, title: str, lr: float = 3e-3) -> tuple[np.nda
             curve.append(float(value))
             if i % 50 == 0:
                 bar.set_postfix(loss=f"{curve[-1]:.4f}")
-    return np.array(curve), float(nx.jit(accuracy)(params, *named(test_x, test_y))), params
+    # optax types its updated parameters as any pytree; they keep init's dict of NamedArrays
+    trained = cast(dict[str, nx.NamedArray], params)
+    return np.array(curve), float(nx.jit(accuracy)(trained, *named(test_x, test_y))), trained
 
 
 def main(fast: bool = False) -> None:

@@ -9,6 +9,8 @@
 5. Time as a resource: a serial loop, and types checked at call time.
 """
 
+from typing import Annotated
+
 import jax
 
 # Simulate 8 CPU devices for part 3. This must come before any JAX computation.
@@ -186,9 +188,10 @@ def sharding_tour(data, steps: int = 3) -> dict[str, list[float]]:
 # 5. Time as a resource, and types
 
 
-# Dims may be variables ("d", "n"): one size per call, shared by every annotation of the call.
-Rows = f32[("d",), {"rows": "n"}]
-RowNorms = f32[(), {"rows": "n"}]
+# Dims may be variables ("d", "n"): one size per call, shared by every annotation of the call. Inside
+# Annotated, a static checker reads the type (NamedArray) and nx.typing.check the shape.
+Rows = Annotated[nx.NamedArray, f32[("d",), {"rows": "n"}]]
+RowNorms = Annotated[nx.NamedArray, f32[(), {"rows": "n"}]]
 
 
 @nx.typing.check
