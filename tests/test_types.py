@@ -14,6 +14,7 @@ from __future__ import annotations
 import ast
 import inspect
 import json
+import os
 import pathlib
 import re
 import runpy
@@ -222,17 +223,23 @@ def test_internal_modules_type_check(tmp_path, cache, monkeypatch):
     assert status == 0, out
 
 
-def test_readme_and_user_code_type_check_with_pyright(tmp_path):
-    """pyright (the checker of VS Code's Python support) reads the README and the user code as mypy does,
+def test_docs_examples_and_user_code_type_check_with_pyright(tmp_path):
+    """pyright (the checker of VS Code's Python support) reads the README, the guides, the examples and the
+    user code as mypy does,
     and reports a wrong use: the stubs are written for both."""
     here = pathlib.Path(sys.executable).parent  # this environment's, else one on PATH
     pyright = shutil.which("pyright", path=str(here)) or shutil.which("pyright")
     if pyright is None:
         pytest.skip("pyright is not installed")
     files = [USER_CODE]
-    for i, code in enumerate(python_modules(ROOT / "README.md")):
-        file = tmp_path / f"README_{i}.py"
-        file.write_text(code)
+    for path in DOCS:
+        for i, code in enumerate(python_modules(path)):
+            file = tmp_path / f"{path.stem}_{i}.py"
+            file.write_text(code)
+            files.append(file)
+    for path in EXAMPLES:  # side by side, as they import each other; annotations as written
+        file = tmp_path / path.name
+        file.write_text(path.read_text())
         files.append(file)
     internal = tmp_path / "internal.py"
     internal.write_text(INTERNAL_USE)
@@ -241,6 +248,7 @@ def test_readme_and_user_code_type_check_with_pyright(tmp_path):
                      "x = nx.wrap(jnp.ones((2, 3)), ['batch', 'k'])\ntotal: int = nx.sum(x, axis='batch')\n")
     run = subprocess.run([pyright, "--outputjson", "--pythonpath", sys.executable,
                           *map(str, [*files, internal, wrong])], cwd=ROOT, capture_output=True, text=True,
+                         env={**os.environ, "PYTHONPATH": str(tmp_path)},  # the examples import each other
                          timeout=600)
     report = json.loads(run.stdout)
     errors = [(pathlib.Path(d["file"]).name, d["range"]["start"]["line"] + 1, d["message"])
