@@ -4,7 +4,8 @@ and the examples against them without an error, while a wrong use of nx is repor
 mypy starts from an empty cache, as on a fresh clone; jax and numpy are read from their own stubs only
 (pyproject.toml's ``[tool.mypy]``), which keeps the check to seconds. The README and a file of user code
 (tests/typed/user_code.py, which asserts the types nx's functions return) are checked again with jax's own
-types, as a user's checker reads them, and by pyright too; the user code is run, so that its types are
+types, as a user's checker reads them; pyright reads the README, the guides, the examples and the user code.
+Both read nx.typing's shapes as written, inside ``Annotated``; the user code is run, so that its types are
 what nx returns. The stubs carry the documentation help() shows, and the mirror's annotations are its
 signatures' (tests/test_surface.py checks what an editor shows of them).
 """
@@ -84,33 +85,6 @@ def test_signatures_and_annotations_agree():
     assert "NamedArray" in nx.sum.__annotations__["a"]  # nx's types, not jax's
 
 
-def checked_annotations_as_any(code: str) -> str:
-    """``code`` with the annotations of ``@nx.typing.check`` functions read as ``Any``.
-
-    nx.typing's shape annotations (``f32[("n",), {"batch": "b"}]``) are values checked at call time, which
-    no static checker reads as types; everything else in the code is checked as written. Line numbers are
-    kept, so that mypy's messages point at the file's own lines.
-    """
-    tree = ast.parse(code)
-    lines = code.splitlines(keepends=True)
-    spans = []
-    for node in ast.walk(tree):
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and any(
-                ast.unparse(d).split(".")[-1] == "check" for d in node.decorator_list):
-            args = node.args
-            for a in [*args.posonlyargs, *args.args, *args.kwonlyargs, args.vararg, args.kwarg]:
-                if a is not None and a.annotation is not None:
-                    spans.append(a.annotation)
-            if node.returns is not None:
-                spans.append(node.returns)
-    for n in sorted(spans, key=lambda n: (n.lineno, n.col_offset), reverse=True):
-        first, last = n.lineno - 1, n.end_lineno - 1
-        tail = lines[last][n.end_col_offset:]
-        lines[first:last + 1] = [lines[first][:n.col_offset] + "_CheckedAnnotation" + "\n" * (last - first)
-                                 + tail]
-    return "".join(lines) + "\nfrom typing import Any as _CheckedAnnotation\n"
-
-
 def python_modules(path: pathlib.Path) -> list[str]:
     """The ```python blocks of a Markdown file as modules: a block that imports namedarray starts one, and
     the blocks after it that do not continue it (they run in one namespace in tests/test_docs.py). Blank
@@ -144,11 +118,11 @@ def test_docs_and_examples_type_check(tmp_path, cache, monkeypatch):
     for path in DOCS:
         for i, code in enumerate(python_modules(path)):
             file = tmp_path / f"{path.stem}_{i}.py"
-            file.write_text(checked_annotations_as_any(code))
+            file.write_text(code)
             files.append(file)
     for path in EXAMPLES:
         file = tmp_path / path.name
-        file.write_text(checked_annotations_as_any(path.read_text()))
+        file.write_text(path.read_text())
         files.append(file)
     out, status = mypy(files, cache)
     for path in [*DOCS, *EXAMPLES]:  # name the source, not the temporary copy
