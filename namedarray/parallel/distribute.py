@@ -277,7 +277,7 @@ class JitFunction(Protocol, Generic[P, R]):
 def jit(fun: Callable[P, R], *, resources: Mapping[str, Any] | None = None,
         **jit_kwargs: Any) -> JitFunction[P, R]: ...
 @overload
-def jit(fun: None = None, *, resources: Mapping[str, Any] | None = None,
+def jit(*, resources: Mapping[str, Any] | None = None,
         **jit_kwargs: Any) -> Callable[[Callable[P, R]], JitFunction[P, R]]: ...
 
 
