@@ -7228,7 +7228,7 @@ def iterable(y):
 @overload
 def jit(fun: Callable[_P, _R], *, resources: Mapping[str, Any] | None = None, **jit_kwargs: Any) -> JitFunction[_P, _R]: ...
 @overload
-def jit(fun: None = None, *, resources: Mapping[str, Any] | None = None, **jit_kwargs: Any) -> Callable[[Callable[_P, _R]], JitFunction[_P, _R]]:
+def jit(*, resources: Mapping[str, Any] | None = None, **jit_kwargs: Any) -> Callable[[Callable[_P, _R]], JitFunction[_P, _R]]:
     """``jax.jit`` whose NamedArray inputs and outputs are laid out by name.
 
     Each call places the NamedArrays among its (non-static) arguments by the rules in force (``resources``
