@@ -175,8 +175,10 @@ clear_cache = caches.clear_caches
 
 def _elementwise_impl(static, *operands):
     fn, where, kwargs = static
+    broadcasts = type(fn) is jnp.ufunc or fn in _BROADCASTING
     key = _layout_key(operands)
     if key is not None:
+        key = (key, broadcasts)
         found = _ELEMENTWISE_PLANS.get(key)
         if found is not None:  # this layout was aligned before: the same transposes and reshapes
             names, recipes = found
@@ -215,7 +217,7 @@ def _elementwise_impl(static, *operands):
     # missing leading name itself, inside its own cached trace, as it does in positional code
     # (not on Explicit mesh axes, where the layouts are joined below name by name over full-rank storages)
     explicit = k and len(operands) > 1 and placement.explicit_in_context()
-    implicit = _rank_promotion.value == "allow" and not explicit
+    implicit = broadcasts and _rank_promotion.value == "allow" and not explicit
     loose = names or pad is not None  # a plain array is reshaped: as a jax array
     operands_ = [v if type(v) is NamedArray or v is None or type(v) in _SCALARS or not loose
                  else jnp.asarray(v) for v in operands]
@@ -233,6 +235,13 @@ def _elementwise_impl(static, *operands):
     if key is not None:  # kept once the operation succeeded: a failed call leaves nothing behind
         _ELEMENTWISE_PLANS.put(key, (names, recipes))
     return out
+
+
+# What broadcasts every operand it is given as NumPy does, so that a missing leading axis may be left to it:
+# jax.numpy's ufuncs, the comparisons and where. Not every elementwise function does (isclose broadcasts its
+# a and b, not an rtol array), and those get every operand at full rank.
+_BROADCASTING = frozenset({jnp.greater, jnp.greater_equal, jnp.less, jnp.less_equal, jnp.equal, jnp.not_equal,
+                           jnp.where})
 
 
 def _apply(fn: Callable, kwargs: tuple, datas: list, names: tuple[str, ...], operands: tuple, where: str):
