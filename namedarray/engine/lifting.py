@@ -299,13 +299,15 @@ def _reraise(e: Exception, needs: Any, args: tuple, kwargs: dict, where: str, me
 
 
 def rest_of(jax_module: types.ModuleType, namespace: Mapping[str, Any],
-            passthrough: Collection[str] = ()) -> tuple[Callable[[str], Any], Callable[[], list[str]]]:
+            passthrough: Collection[str] = (), cache_name: str | None = None,
+            ) -> tuple[Callable[[str], Any], Callable[[], list[str]]]:
     """(``__getattr__``, ``__dir__``) for a module whose globals are ``namespace``, mirroring ``jax_module``:
     a function becomes :func:`lift` of it (built once), while classes, submodules, constants and the
-    ``passthrough`` functions are jax's own.
+    ``passthrough`` functions are jax's own. The functions built are a cache registered as ``cache_name``
+    (by default "lifted functions of" the module's name: one per mirrored module).
 
     >>> import jax
-    >>> getattr_, dir_ = rest_of(jax.nn, {})
+    >>> getattr_, dir_ = rest_of(jax.nn, {}, cache_name="doc lifted")
     >>> getattr_("relu") is getattr_("relu"), "relu" in dir_()
     (True, True)
     """
@@ -313,7 +315,7 @@ def rest_of(jax_module: types.ModuleType, namespace: Mapping[str, Any],
     # for threads; two threads lifting the same function at once build two equal wrappers and keep one.
     lifted: dict[str, Callable] = {}
     module_name = namespace.get("__name__", "namedarray")
-    caches.register(f"lifted functions of {jax_module.__name__}", lifted.clear, lifted.__len__)
+    caches.register(cache_name or f"lifted functions of {jax_module.__name__}", lifted.clear, lifted.__len__)
     short = module_name.rsplit(".", 1)[-1]
 
     def __getattr__(name: str) -> Any:
