@@ -223,12 +223,13 @@ def reset_canonical_orders() -> None:
     >>> import namedarray as nx
     >>> nx.reset_canonical_orders()
     """
-    global _SYNCED
+    global _SYNCED, _FULL
     with _LOCK:
         _ORDERS.clear()
         _FIXED.clear()
         _OVERFLOW.clear()
-        _SYNCED = None
+        _SPENT.clear()
+        _SYNCED = _FULL = None
     for clear in _ON_RESET:
         clear()
 
@@ -320,8 +321,13 @@ def sync_with_job() -> None:
 # _job_order's answer for a set the job holds no key for once its MAX_ORDERS keys are spent
 _UNKEYED = ("<sorted: no key>",)
 _COUNT, _DONE = "namedarray/orders_count", "namedarray/orders_done"
+_PREFIX = "namedarray/orders/"  # + the sorted names as JSON: one key per set, its order as the value
 # (job client id, bound) once this process saw the job's keys spent and every allowed write landed
 _FULL: tuple[int, int] | None = None
+# the job's orders as they stand once _FULL is set: no key is written after that, so one read of the
+# service's directory (at most MAX_ORDERS entries) answers every later set locally; without it a program
+# past the bound paid a round trip to the service on every flatten of every set the job holds no key for
+_SPENT: dict[frozenset, tuple[str, ...]] = {}
 
 
 def _job_order(order: tuple[str, ...], fixing: bool) -> tuple[str, ...]:
@@ -338,7 +344,7 @@ def _job_order(order: tuple[str, ...], fixing: bool) -> tuple[str, ...]:
     if client is None:
         return order
     where = "nx.fix_canonical_order" if fixing else "flattening a NamedArray"
-    key = "namedarray/orders/" + json.dumps(sorted(order))
+    key = _PREFIX + json.dumps(sorted(order))
 
     def fail(why) -> NamedAxisError:
         return NamedAxisError(
@@ -346,11 +352,11 @@ def _job_order(order: tuple[str, ...], fixing: bool) -> tuple[str, ...]:
             f"processes of this job through the coordination service ({why})")
 
     global _FULL
+    if _FULL == (id(client), MAX_ORDERS):  # spent, and every allowed write landed: nothing more can come
+        return _SPENT.get(frozenset(order), _UNKEYED)
     got = _try_get(client, key)
     if got is not None:
         return tuple(json.loads(got))
-    if _FULL == (id(client), MAX_ORDERS):  # spent, and every allowed write landed: nothing more can come
-        return _UNKEYED
     try:
         allowed = client.key_value_increment(_COUNT, 1) <= MAX_ORDERS
     except Exception as e:  # the error types are the runtime's
@@ -372,9 +378,16 @@ def _job_order(order: tuple[str, ...], fixing: bool) -> tuple[str, ...]:
         if time.monotonic() > deadline:
             raise fail(f"a process allowed to publish an order did not finish within {_TIMEOUT_MS // 1000} s")
         time.sleep(0.01)
+    try:
+        held = client.key_value_dir_get(_PREFIX)
+    except Exception as e:  # the error types are the runtime's
+        raise fail(e) from None
+    _SPENT.clear()
+    for _, value in held:
+        got_order = tuple(json.loads(value))
+        _SPENT[frozenset(got_order)] = got_order
     _FULL = (id(client), MAX_ORDERS)
-    got = _try_get(client, key)
-    return tuple(json.loads(got)) if got is not None else _UNKEYED
+    return _SPENT.get(frozenset(order), _UNKEYED)
 
 
 def _try_get(client, key: str) -> str | None:
@@ -390,7 +403,7 @@ def job_keys() -> int:
     client = job_client()
     if client is None:
         return 0
-    return len(client.key_value_dir_get("namedarray/orders/"))
+    return len(client.key_value_dir_get(_PREFIX))
 
 
 # --------------------------------------------------------------------------------------------------------
