@@ -146,7 +146,9 @@ def test_gradients_through_shard_are_the_positional_ones():
         return jnp.sum(jnp.tanh(a) ** 2)
 
     g = jax.jit(jax.grad(loss))(x)
-    ref = jax.grad(positional)(x.unwrap(TRAILING))
+    # the positional program compiled whole too: the gradient of a saturated tanh is 1 - tanh**2, a
+    # cancellation whose rounding differs between one fused program and op-by-op kernels
+    ref = jax.jit(jax.grad(positional))(x.unwrap(TRAILING))
     np.testing.assert_allclose(g.unwrap(TRAILING), ref, rtol=1e-6)
 
 
