@@ -108,10 +108,9 @@ def free_port() -> int:
 def child_env() -> dict[str, str]:
     """This process's environment without its JAX and XLA settings (each child sets its own devices), except
     the collective timeouts of XLA:CPU (``--xla_cpu_collective_call_*`` in ``XLA_FLAGS``), which a busy
-    machine needs in every process, and the backend optimisation level, which a test run sets for all."""
+    machine needs in every process."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("XLA_", "JAX_"))}
-    keep = [f for f in os.environ.get("XLA_FLAGS", "").split()
-            if f.startswith(("--xla_cpu_collective_call_", "--xla_backend_optimization_level="))]
+    keep = [f for f in os.environ.get("XLA_FLAGS", "").split() if f.startswith("--xla_cpu_collective_call_")]
     if keep:
         env["XLA_FLAGS"] = " ".join(keep)
     return env
