@@ -202,6 +202,9 @@ _VAR = context.axis_env
 # The mirror JAX keys its caches on. None stands for EMPTY, so that code outside any nx context adds nothing
 # to JAX's cache keys.
 _ENV = jax.make_user_context(None)
+# what JAX's copy is read from: its state object where this jax has one (a read skips a Python property,
+# on every nx.jit and nx.xmap call), else the context itself (both have .value)
+_ENV_STATE = getattr(_ENV, "_obj", _ENV)
 
 
 def current() -> AxisEnv:
@@ -211,11 +214,16 @@ def current() -> AxisEnv:
 
 def _mirror(env: AxisEnv) -> None:
     """Set JAX's copy (per thread) to ``env``, for the jitted calls that follow in this thread."""
-    _ENV(None if env == EMPTY else env).__enter__()  # a swap of the thread's value; nothing to undo later
+    _ENV(None if env is EMPTY else env).__enter__()  # a swap of the thread's value; nothing to undo later
 
 
 @contextlib.contextmanager
 def _install(env: AxisEnv) -> Iterator[AxisEnv]:
+    if env is not EMPTY and env == EMPTY:
+        # one object for "no context" (an empty nx.axis_rules block, say), so that every reader tells it by
+        # identity, and JAX's copy holds None for it: code in such a block shares JAX's caches with code
+        # outside every block, as its results do
+        env = EMPTY
     token = _VAR.set(env)
     _mirror(env)
     try:
@@ -237,9 +245,25 @@ def synced() -> contextlib.AbstractContextManager:
     ``nx.xmap``) enter this so that the call is keyed on the caller's own environment.
     """
     env = _VAR.get(EMPTY)
-    if _ENV.value is (None if env == EMPTY else env):
-        return contextlib.nullcontext()
-    return _ENV(None if env == EMPTY else env)
+    key = None if env is EMPTY else env
+    if _ENV_STATE.value is key:
+        return _NOTHING
+    return _ENV(key)
+
+
+_NOTHING = contextlib.nullcontext()  # reusable: entering it does nothing (the usual case, on every call)
+
+
+def in_sync() -> bool:
+    """Whether JAX's copy of the environment is the one in force, so that a jitted call needs no
+    :func:`synced` block: always, except where asyncio tasks of one thread interleave their blocks. What
+    the per-call paths of ``nx.jit`` and ``nx.xmap`` ask first, a block costing more than the check.
+
+    >>> in_sync()
+    True
+    """
+    env = _VAR.get(EMPTY)
+    return _ENV_STATE.value is (None if env is EMPTY else env)
 
 
 def bind(sizes: Mapping[str, int], *, resources: Mapping[str, tuple] | None = None, mesh: Any = None,

@@ -320,6 +320,8 @@ def jit(fun: Callable | None = None, *, resources: Mapping[str, Any] | None = No
     return Jitted(fun, resources, jit_kwargs)
 
 
+_current_env = _env.current  # read on every call of nx.jit and nx.xmap
+
 # each nx.jit's compilations with its arguments' layouts as in_shardings, one small LRU per nx.jit object
 _FAST = caches.LRUFamily("nx.jit compilations with argument layouts", 16)
 
@@ -377,7 +379,7 @@ def recall(memo: tuple | None, args: Any) -> tuple[Callable, list, bool] | None:
     >>> recall(None, (1, 2)) is None
     True
     """
-    if memo is None or memo[0] is not _env.current() or memo[1] != placement.mesh_token():
+    if memo is None or memo[0] is not _current_env() or memo[1] != placement.mesh_token():
         return None
     fn = memo[3]()
     if fn is None:
@@ -526,6 +528,8 @@ class Jitted:
         if last is not None:
             try:
                 if self._rules is None:
+                    if _env.in_sync():  # the usual case: no block to enter
+                        return last[0](*last[1])
                     with _env.synced():
                         return last[0](*last[1])
                 with self._rules, _env.synced():
