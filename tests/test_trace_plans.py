@@ -151,3 +151,37 @@ def test_broadcasting_by_name_matches_numpy_whatever_the_sizes(data):
         assert set(got.names) == set(names)
         spec = [*(None,) * rank, *names]
         np.testing.assert_allclose(np.asarray(got.unwrap(spec)), want, rtol=1e-5, atol=1e-5)
+
+
+@settings(max_examples=40, deadline=None)
+@given(data=st.data())
+def test_traced_reductions_by_name_match_numpy_on_every_trace(data):
+    """A reduction over one name (the form with its own kernel index: ``x.sum("b")``, ``nx.max(x, "b")``),
+    traced twice in each storage order, the second time from its plan, with and without keepdims and a
+    positional axis in front: NumPy's answer on the aligned array every time."""
+    names = data.draw(st.lists(st.sampled_from("pqrs"), min_size=1, max_size=3, unique=True))
+    sizes = {n: data.draw(st.integers(1, 3)) for n in names}
+    lead = data.draw(st.sampled_from([(), (2,)]))
+    over = data.draw(st.sampled_from(names))
+    keepdims = data.draw(st.booleans())
+    fn, ref = data.draw(st.sampled_from([(nx.sum, np.sum), (nx.mean, np.mean), (nx.max, np.max),
+                                         (nx.min, np.min)]))
+    base = np.random.default_rng(0).normal(size=lead + tuple(sizes[n] for n in names)).astype(np.float32)
+    want = ref(base, axis=len(lead) + names.index(over), keepdims=keepdims)
+    if keepdims:  # keepdims keeps positional axes only: the reduced name leaves the named shape
+        want = np.squeeze(want, axis=len(lead) + names.index(over))
+    rest = [n for n in names if n != over]
+    for _ in range(2):  # every storage order, each traced twice (the second from its plan)
+        order = data.draw(st.permutations(names))
+        stored = np.moveaxis(base, [len(lead) + names.index(n) for n in order],
+                             range(len(lead), len(lead) + len(order)))
+        spec = [*(None,) * len(lead), *order]  # named inside the trace: a jit argument would arrive in
+        # its boundary order, the same for every storage order
+        for f in (lambda v: fn(v, over, keepdims=keepdims), lambda v: v.sum(over, keepdims=keepdims)
+                  if fn is nx.sum else fn(v, over, keepdims=keepdims)):
+            traced = [jax.jit(lambda a, f=f, spec=spec: f(nx.wrap(a, spec)))(jnp.asarray(stored))
+                      for _ in range(2)]
+            for got in (*traced, f(nx.wrap(jnp.asarray(stored), spec))):
+                assert set(got.names) == set(rest)
+                np.testing.assert_allclose(np.asarray(got.unwrap([*(None,) * len(lead), *rest])), want,
+                                           rtol=1e-5, atol=1e-6)
