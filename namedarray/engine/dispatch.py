@@ -173,10 +173,29 @@ clear_cache = caches.clear_caches
 # Elementwise
 
 
+def _planned(fn: Callable, operands: tuple, where: str, kwargs: tuple) -> Any:
+    """``fn`` of traced ``operands`` by the plan an earlier trace of their layout made (the same transposes
+    and reshapes), or None where there is none (or every result is checked: inside ``nx.xmap`` with
+    resources, as :func:`run`'s traced path does)."""
+    env = _env.current()
+    if env.resources:
+        return None
+    key = _layout_key(operands, env)
+    if key is None:
+        return None
+    found = _ELEMENTWISE_PLANS.get((key, type(fn) is jnp.ufunc or fn in _BROADCASTING))
+    if found is None:
+        return None
+    names, recipes = found
+    datas = [(v.data if type(v) is NamedArray else v) if r is None else _realign(v, r)
+             for v, r in zip(operands, recipes)]
+    return _apply(fn, kwargs, datas, names, operands, where)
+
+
 def _elementwise_impl(static, *operands):
     fn, where, kwargs = static
     broadcasts = type(fn) is jnp.ufunc or fn in _BROADCASTING
-    key = _layout_key(operands)
+    key = _layout_key(operands, _env.current())
     if key is not None:
         key = (key, broadcasts)
         found = _ELEMENTWISE_PLANS.get(key)
@@ -261,7 +280,7 @@ _rank_promotion = jax._src.config.numpy_rank_promotion
 _ELEMENTWISE_PLANS = kernels.plans
 
 
-def _layout_key(operands: tuple) -> tuple | None:
+def _layout_key(operands: tuple, env: _env.AxisEnv) -> tuple | None:
     """What an elementwise operation's alignment is a function of: each operand's names and abstract value
     (a Python scalar's type), the environment and NumPy's rank promotion; None where an operand is
     concrete or of another kind, or the mesh in context has Explicit axes (aligned afresh every time)."""
@@ -281,7 +300,6 @@ def _layout_key(operands: tuple) -> tuple | None:
             return None
     if len(parts) > 1 and placement.explicit_in_context():  # layouts joined by name: aligned afresh
         return None
-    env = _env.current()
     return ("elementwise", tuple(parts), None if env is _env.EMPTY else env, _rank_promotion.value)
 
 
@@ -371,6 +389,13 @@ def elementwise(fn: Callable, operands: tuple, where: str, kwargs: tuple = (),
     try:
         for v in operands:
             if type(v) is NamedArray:
+                d = v.data
+                if type(d) is not _ArrayImpl and isinstance(d, _Tracer):
+                    # under a trace, a layout met before: its plan, called here (the path of every traced
+                    # operator and activation, without run's frames in between)
+                    out = _planned(fn, operands, where, kwargs if static is None else static[2])
+                    if out is not None:
+                        return out
                 return run(_elementwise_impl, (fn, where, kwargs) if static is None else static, operands,
                            site, key)
         return fn(*operands, **dict(kwargs))

@@ -256,19 +256,51 @@ def _block_max_and_sum(d, axes: tuple[int, ...], mesh_axes: tuple[str, ...]):
     return m, s
 
 
+def _softmax_key(log: bool, axis: Any, x: NamedArray) -> tuple | None:
+    """What the storage axes of a softmax of traced ``x`` without a mask are a function of: the axis, the
+    names, the abstract value and the environment; None for a concrete value, or where every result is
+    checked (inside ``nx.xmap`` with resources)."""
+    d = x.data
+    if type(d) is engine.ArrayImpl or not isinstance(d, jax.core.Tracer):
+        return None
+    env = _env.current()
+    if env.resources:
+        return None
+    return ("softmax", log, axis, x.names, d.aval, None if env is _env.EMPTY else env)
+
+
+def _softmax_planned(log: bool, axis: Any, x: NamedArray) -> Any:
+    """Under a trace, a softmax over axes an earlier trace of the same layout resolved (the plan
+    :func:`_softmax_impl` keeps), without resolving them again; None where there is no plan."""
+    key = _softmax_key(log, axis, x)
+    if key is None:
+        return None
+    try:
+        axes = kernels.plans.get(key)
+    except TypeError:  # an unhashable axis: the general path says what is wrong with it
+        return None
+    if axes is None:
+        return None
+    return _make((jax.nn.log_softmax if log else jax.nn.softmax)(x.data, axis=axes), x.names)
+
+
 def _softmax_impl(static, x, mask):
     log, axis, where = static
     if mask is None and type(x) is NamedArray:  # the common case: no broadcasting to do
         d, m, names = x.data, None, x.names
+        key = _softmax_key(log, axis, x)
     else:
         (d, m), names, _ = _full((x, mask), where, ("x", "where"))
         x = _make(d, names)
+        key = None
     axes, missing, mesh_axes = _storage_axes(axis, x, where, blocks=m is None)
     if mesh_axes:  # inside nx.shard_map, over a split name: the blocks' maxima and sums combined
         top, total = _block_max_and_sum(d, axes, mesh_axes)
         out = d - top - jnp.log(total) if log else jnp.exp(d - top) / total
     else:
         out = (jax.nn.log_softmax if log else jax.nn.softmax)(d, axis=axes, where=m)
+        if key is not None and missing == 1:  # kept once it succeeded: the next trace resolves nothing
+            kernels.plans.put(key, axes)
     if missing == 1:
         return _make(out, names)
     return _make(out - math.log(missing) if log else out / missing, names)
@@ -287,6 +319,10 @@ def softmax(x: NamedArray | ArrayLike, axis: Axis = -1,
     >>> nx.nn.softmax(x, axis="classes").unwrap(["batch", "classes"]).tolist()
     [[0.5, 0.5], [0.5, 0.5]]
     """
+    if type(x) is NamedArray and where is None:  # under a trace, a layout met before: its plan
+        out = _softmax_planned(False, _static_axis(axis), x)
+        if out is not None:
+            return out
     if type(x) is not NamedArray and type(where) is not NamedArray and not _has_name(axis):
         return _plain(jax.nn.softmax, x, axis, {"where": where}, "nx.nn.softmax")
     if where is None and _per_element_axes(axis) is not None:
@@ -305,6 +341,10 @@ def log_softmax(x: NamedArray | ArrayLike, axis: Axis = -1,
     >>> float(nx.nn.log_softmax(x, axis="classes").sum("classes"))  # 4 * log(1/4)
     -5.545177459716797
     """
+    if type(x) is NamedArray and where is None:  # under a trace, a layout met before: its plan
+        out = _softmax_planned(True, _static_axis(axis), x)
+        if out is not None:
+            return out
     if type(x) is not NamedArray and type(where) is not NamedArray and not _has_name(axis):
         return _plain(jax.nn.log_softmax, x, axis, {"where": where}, "nx.nn.log_softmax")
     if where is None and _per_element_axes(axis) is not None:
