@@ -153,6 +153,17 @@ def test_broadcasting_by_name_matches_numpy_whatever_the_sizes(data):
         np.testing.assert_allclose(np.asarray(got.unwrap(spec)), want, rtol=1e-5, atol=1e-5)
 
 
+def _traced_twice(f, a):
+    """``f(a)`` from two fresh traces (the second finds the plans the first left), each evaluated primitive
+    by primitive: the traced programs' values without compiling each whole."""
+    out = []
+    for _ in range(2):
+        closed, shape = jax.make_jaxpr(lambda v: f(v), return_shape=True)(a)
+        leaves = jax.core.eval_jaxpr(closed.jaxpr, closed.consts, a)
+        out.append(jax.tree.unflatten(jax.tree.structure(shape), leaves))
+    return out
+
+
 @settings(max_examples=40, deadline=None)
 @given(data=st.data())
 def test_traced_reductions_by_name_match_numpy_on_every_trace(data):
@@ -177,10 +188,11 @@ def test_traced_reductions_by_name_match_numpy_on_every_trace(data):
                              range(len(lead), len(lead) + len(order)))
         spec = [*(None,) * len(lead), *order]  # named inside the trace: a jit argument would arrive in
         # its boundary order, the same for every storage order
-        for f in (lambda v: fn(v, over, keepdims=keepdims), lambda v: v.sum(over, keepdims=keepdims)
-                  if fn is nx.sum else fn(v, over, keepdims=keepdims)):
-            traced = [jax.jit(lambda a, f=f, spec=spec: f(nx.wrap(a, spec)))(jnp.asarray(stored))
-                      for _ in range(2)]
+        forms = [lambda v: fn(v, over, keepdims=keepdims)]
+        if fn is nx.sum:
+            forms.append(lambda v: v.sum(over, keepdims=keepdims))
+        for f in forms:
+            traced = _traced_twice(lambda a, f=f, spec=spec: f(nx.wrap(a, spec)), jnp.asarray(stored))
             for got in (*traced, f(nx.wrap(jnp.asarray(stored), spec))):
                 assert set(got.names) == set(rest)
                 np.testing.assert_allclose(np.asarray(got.unwrap([*(None,) * len(lead), *rest])), want,
@@ -205,7 +217,30 @@ def test_traced_softmax_by_name_matches_numpy_on_every_trace(data):
     for _ in range(2):
         order = data.draw(st.permutations(names))
         stored = np.transpose(base, [names.index(n) for n in order])
-        traced = [jax.jit(lambda a, order=order: fn(nx.wrap(a, list(order)), axis=over))(jnp.asarray(stored))
-                  for _ in range(2)]
+        traced = _traced_twice(lambda a, order=order: fn(nx.wrap(a, list(order)), axis=over),
+                               jnp.asarray(stored))
         for got in (*traced, fn(nx.wrap(jnp.asarray(stored), list(order)), axis=over)):
             np.testing.assert_allclose(np.asarray(got.unwrap(names)), want, rtol=1e-5, atol=1e-6)
+
+
+@settings(max_examples=30, deadline=None)
+@given(data=st.data())
+def test_a_named_constant_closed_over_aligns_by_name_on_every_trace(data):
+    """A concrete NamedArray the traced function closes over (a bias captured, not passed) is aligned by
+    name as a traced operand is, from the plan on a later trace, whatever the storage order of each."""
+    names = data.draw(st.lists(st.sampled_from("pqr"), min_size=2, max_size=3, unique=True))
+    sizes = {n: data.draw(st.integers(1, 3)) for n in names}
+    rng = np.random.default_rng(2)
+    base = rng.normal(size=tuple(sizes[n] for n in names)).astype(np.float32)
+    own = data.draw(st.lists(st.sampled_from(names), min_size=1, max_size=len(names), unique=True))
+    const = rng.normal(size=tuple(sizes[n] for n in own)).astype(np.float32)
+    aligned = np.transpose(const, [own.index(n) for n in names if n in own]).reshape(
+        tuple(sizes[n] if n in own else 1 for n in names))
+    want = base * 2 + aligned
+    for _ in range(3):  # storage orders of the traced value and of the constant, each traced twice
+        order = data.draw(st.permutations(names))
+        c_order = data.draw(st.permutations(own))
+        c = nx.wrap(jnp.asarray(np.transpose(const, [own.index(n) for n in c_order])), list(c_order))
+        stored = jnp.asarray(np.transpose(base, [names.index(n) for n in order]))
+        for got in _traced_twice(lambda a, order=order, c=c: nx.wrap(a, list(order)) * 2 + c, stored):
+            np.testing.assert_allclose(np.asarray(got.unwrap(names)), want, rtol=1e-6, atol=1e-6)

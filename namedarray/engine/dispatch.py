@@ -282,19 +282,21 @@ _ELEMENTWISE_PLANS = kernels.plans
 
 def _layout_key(operands: tuple, env: _env.AxisEnv) -> tuple | None:
     """What an elementwise operation's alignment is a function of: each operand's names and abstract value
-    (a Python scalar's type), the environment and NumPy's rank promotion; None where an operand is
-    concrete or of another kind, or the mesh in context has Explicit axes (aligned afresh every time)."""
+    (a Python scalar's type), the environment and NumPy's rank promotion; None where an operand is of
+    another kind (a NumPy array, a list), or the mesh in context has Explicit axes (aligned afresh every
+    time). A concrete jax array counts by its abstract value, as a tracer does: a constant the traced
+    function closes over (a bias captured rather than passed) is aligned as a traced operand would be."""
     parts = []
     for v in operands:
         t = type(v)
         if t is NamedArray:
             d = v.data
-            if not isinstance(d, _Tracer):
+            if type(d) is not _ArrayImpl and not isinstance(d, _Tracer):
                 return None
             parts.append((v.names, d.aval))
         elif t in _SCALARS or v is None:
             parts.append(t)
-        elif isinstance(v, _Tracer):
+        elif t is _ArrayImpl or isinstance(v, _Tracer):
             parts.append(v.aval)
         else:
             return None
