@@ -33,7 +33,7 @@ demo: $(DEMO_STAMP)
 WORKERS := -n 2 --dist loadfile --no-loadscope-reorder
 
 test: $(STAMP)
-	@echo "Running the test suite on 2 workers (about 9 minutes on 2 cores; a dot per test passed)"
+	@echo "Running the test suite on 2 workers (about 10 minutes on 2 cores; a dot per test passed)"
 	$(PY) -m pytest $(WORKERS) -q --durations=10 tests
 
 # The quick tier for the edit-test loop: every module but the slowest (marked slow in tests/conftest.py).
