@@ -7,11 +7,15 @@ import sys
 
 EXAMPLES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples")
 sys.path.insert(0, EXAMPLES)
+from conftest import SUITE_FLAGS  # noqa: E402
 from multihost import child_env  # noqa: E402
 
 
 def run_example(name: str, *args: str, timeout: float = 240) -> str:
+    # an example compiles more than it runs: at the suite's compile settings (tests/conftest.py); the
+    # processes examples/multihost.py starts in turn keep XLA's defaults (its child_env drops them)
     env = child_env()
+    env["XLA_FLAGS"] = f"{env.get('XLA_FLAGS', '')} {SUITE_FLAGS}".strip()
     proc = subprocess.run([sys.executable, os.path.join(EXAMPLES, name), *args], env=env, capture_output=True,
                           text=True, timeout=timeout)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
