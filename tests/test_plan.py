@@ -366,9 +366,16 @@ def test_accepted_candidates_run_and_give_the_single_device_values(kind, mesh_i,
             candidates.append(rules)
         picks = picks[1:] + picks[:1]
     plan = nx.plan_sharding(f, a, b, mesh=mesh, candidates=candidates)
-    # one row per distinct strategy: {"m": "x"} and {"m": ("x",)} are one (the plan drops the repeat)
-    distinct = {tuple(sorted((nm, (gg,) if isinstance(gg, str) else tuple(gg)) for nm, gg in c.items()))
-                for c in candidates}
+    # one row per distinct strategy: {"m": "x"} and {"m": ("x",)} are one (the plan drops the repeat), while
+    # the order of two names on one mesh axis is part of the strategy (the first ranked wins the axis)
+    def strategy(c):
+        axes = {nm: (gg,) if isinstance(gg, str) else tuple(gg) for nm, gg in c.items()}
+        names = list(axes)
+        first = sorted((x, y) for i, x in enumerate(names) for y in names[i + 1:]
+                       if set(axes[x]) & set(axes[y]))
+        return tuple(sorted(axes.items())), tuple(first)
+
+    distinct = {strategy(c) for c in candidates}
     assert len(plan) == len(distinct)
     for row in plan.rows:
         if not row.ok:
