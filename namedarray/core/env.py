@@ -244,11 +244,10 @@ def synced() -> contextlib.AbstractContextManager:
     per thread, the environment per task); entry points that call ``jax.jit`` themselves (``nx.jit``,
     ``nx.xmap``) enter this so that the call is keyed on the caller's own environment.
     """
-    env = _VAR.get(EMPTY)
-    key = None if env is EMPTY else env
-    if _ENV_STATE.value is key:
+    if in_sync():
         return _NOTHING
-    return _ENV(key)
+    env = _VAR.get(EMPTY)
+    return _ENV(None if env is EMPTY else env)
 
 
 _NOTHING = contextlib.nullcontext()  # reusable: entering it does nothing (the usual case, on every call)

@@ -173,17 +173,10 @@ clear_cache = caches.clear_caches
 # Elementwise
 
 
-def _planned(fn: Callable, operands: tuple, where: str, kwargs: tuple) -> Any:
-    """``fn`` of traced ``operands`` by the plan an earlier trace of their layout made (the same transposes
-    and reshapes), or None where there is none (or every result is checked: inside ``nx.xmap`` with
-    resources, as :func:`run`'s traced path does)."""
-    env = _env.current()
-    if env.resources:
-        return None
-    key = _layout_key(operands, env)
-    if key is None:
-        return None
-    found = _ELEMENTWISE_PLANS.get((key, type(fn) is jnp.ufunc or fn in _BROADCASTING))
+def _planned(fn: Callable, operands: tuple, where: str, kwargs: tuple, key: tuple | None) -> Any:
+    """``fn`` of ``operands`` by the plan an earlier trace of their layout (``key``) made: the same
+    transposes and reshapes; None where there is none."""
+    found = None if key is None else _ELEMENTWISE_PLANS.get(key)
     if found is None:
         return None
     names, recipes = found
@@ -195,15 +188,10 @@ def _planned(fn: Callable, operands: tuple, where: str, kwargs: tuple) -> Any:
 def _elementwise_impl(static, *operands):
     fn, where, kwargs = static
     broadcasts = type(fn) is jnp.ufunc or fn in _BROADCASTING
-    key = _layout_key(operands, _env.current())
-    if key is not None:
-        key = (key, broadcasts)
-        found = _ELEMENTWISE_PLANS.get(key)
-        if found is not None:  # this layout was aligned before: the same transposes and reshapes
-            names, recipes = found
-            datas = [(v.data if type(v) is NamedArray else v) if r is None else _realign(v, r)
-                     for v, r in zip(operands, recipes)]
-            return _apply(fn, kwargs, datas, names, operands, where)
+    key = _layout_key(operands, _env.current(), broadcasts)
+    out = _planned(fn, operands, where, kwargs, key)
+    if out is not None:
+        return out
     names = union(operands)
     pos = -1
     ranks_differ = False
@@ -280,12 +268,13 @@ _rank_promotion = jax._src.config.numpy_rank_promotion
 _ELEMENTWISE_PLANS = kernels.plans
 
 
-def _layout_key(operands: tuple, env: _env.AxisEnv) -> tuple | None:
+def _layout_key(operands: tuple, env: _env.AxisEnv, broadcasts: bool) -> tuple | None:
     """What an elementwise operation's alignment is a function of: each operand's names and abstract value
     (a Python scalar's type), the environment and NumPy's rank promotion; None where an operand is of
     another kind (a NumPy array, a list), or the mesh in context has Explicit axes (aligned afresh every
     time). A concrete jax array counts by its abstract value, as a tracer does: a constant the traced
-    function closes over (a bias captured rather than passed) is aligned as a traced operand would be."""
+    function closes over (a bias captured rather than passed) is aligned as a traced operand would be.
+    ``broadcasts``: whether the operation may be left to add a missing leading axis itself."""
     parts = []
     for v in operands:
         t = type(v)
@@ -302,7 +291,8 @@ def _layout_key(operands: tuple, env: _env.AxisEnv) -> tuple | None:
             return None
     if len(parts) > 1 and placement.explicit_in_context():  # layouts joined by name: aligned afresh
         return None
-    return ("elementwise", tuple(parts), None if env is _env.EMPTY else env, _rank_promotion.value)
+    env_key = None if env is _env.EMPTY else env
+    return ("elementwise", tuple(parts), env_key, _rank_promotion.value, broadcasts)
 
 
 def _recipe(v: Any, names: tuple[str, ...], pad: int | None, implicit: bool) -> tuple | None:
@@ -395,9 +385,12 @@ def elementwise(fn: Callable, operands: tuple, where: str, kwargs: tuple = (),
                 if type(d) is not _ArrayImpl and isinstance(d, _Tracer):
                     # under a trace, a layout met before: its plan, called here (the path of every traced
                     # operator and activation, without run's frames in between)
-                    out = _planned(fn, operands, where, kwargs if static is None else static[2])
-                    if out is not None:
-                        return out
+                    env = _env.current()
+                    if not env.resources:  # (there run's traced path checks every result)
+                        key_ = _layout_key(operands, env, type(fn) is jnp.ufunc or fn in _BROADCASTING)
+                        out = _planned(fn, operands, where, kwargs if static is None else static[2], key_)
+                        if out is not None:
+                            return out
                 return run(_elementwise_impl, (fn, where, kwargs) if static is None else static, operands,
                            site, key)
         return fn(*operands, **dict(kwargs))
