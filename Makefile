@@ -2,27 +2,37 @@
 # only when pyproject.toml changed, so `make test` alone works on a fresh clone.
 # `make demo` installs the library alone (the tutorial needs nothing else); the other
 # targets install it with every extra and the test tools (the `dev` extra).
+# Packages are installed by uv, which fetches and unpacks them in parallel (the dev extra's
+# ~120 packages in about 10 s where pip takes about a minute); pip does it where uv cannot be had.
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
+UV := $(VENV)/bin/uv
 STAMP := $(VENV)/.installed
 DEMO_STAMP := $(VENV)/.installed-library
+# an editable install that static tools (mypy, pyright, jedi) see: a path entry, not an import hook
+EDITABLE := -e
+COMPAT := editable_mode=compat
 
 .PHONY: demo test check bench lint stubs docs clean
 
 $(PY):
 	@echo "Creating the virtual environment $(VENV) (once)"
 	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q uv || echo "uv could not be installed: installing with pip"
+
+# install(extras): with uv when the venv has it, else with pip
+install = if [ -x $(UV) ]; then $(UV) pip install -q --python $(PY) $(EDITABLE) "$(1)" -C $(COMPAT); \
+	else $(PY) -m pip install -q $(EDITABLE) "$(1)" --config-settings $(COMPAT); fi
 
 $(STAMP): pyproject.toml | $(PY)
-	@echo "Installing namedarray and its test dependencies into $(VENV) (once, and again when pyproject.toml changes; a few minutes)"
-	$(PY) -m pip install -q -e ".[dev]" --config-settings editable_mode=compat
+	@echo "Installing namedarray and its test dependencies into $(VENV) (once, and again when pyproject.toml changes)"
+	$(call install,.[dev])
 	touch $(STAMP)
 
 $(DEMO_STAMP): pyproject.toml | $(PY)
 	@echo "Installing namedarray (jax, numpy, optree, opt_einsum) into $(VENV) (once, and again when pyproject.toml changes)"
-	$(PY) -m pip install -q -e . --config-settings editable_mode=compat
+	$(call install,.)
 	touch $(DEMO_STAMP)
 
 demo: $(DEMO_STAMP)
