@@ -2,6 +2,8 @@
 
 import contextlib
 import os
+import shutil
+import tempfile
 
 # XLA:CPU runs a collective of the 8 simulated devices as 8 threads meeting at a rendezvous, and ends the
 # whole process (SIGABRT, "Termination timeout ... Exiting to ensure a consistent program state") when one
@@ -27,6 +29,20 @@ import jax  # noqa: E402
 
 jax.config.update("jax_num_cpu_devices", 8)
 
+# One compilation cache for the run, on disk, shared by its workers: many tests build the same model or
+# the same kernel in a fresh ``jax.jit`` (a fixture per test, a module per worker), and each would compile
+# the same program again. JAX keys an entry by the program's text, the compile options (the XLA flags
+# above among them), the backend and the devices, so a hit is the executable a compile would have given,
+# with the same HLO, memory and cost analyses. What took under a tenth of a second to compile is not kept:
+# writing it costs about what it saves. The directory is the run's own (the workers share pytest-xdist's
+# run id) and is removed when the run ends: nothing carries from one run to the next. A hit counts as a
+# compile for the tests that count them (``Counts``): the process needed an executable it did not hold.
+_RUN = os.environ.get("PYTEST_XDIST_TESTRUNUID") or f"solo-{os.getpid()}"
+COMPILE_CACHE = os.path.join(tempfile.gettempdir(), f"namedarray-tests-{_RUN}")
+jax.config.update("jax_compilation_cache_dir", COMPILE_CACHE)
+jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.1)
+jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
+
 import hypothesis  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
@@ -44,12 +60,23 @@ hypothesis.settings.load_profile("ci" if os.environ.get("CI") else "default")
 _COMPILES: list[str] = []
 
 
+COMPILE_EVENT = "/jax/core/compile/backend_compile_duration"
+CACHE_HIT_EVENT = "/jax/compilation_cache/cache_hits"
+
+
 def _on_event(name, *_, **__):
-    if name == "/jax/core/compile/backend_compile_duration":
+    if name in (COMPILE_EVENT, CACHE_HIT_EVENT):
         _COMPILES.append(name)
 
 
 jax.monitoring.register_event_duration_secs_listener(_on_event)
+jax.monitoring.register_event_listener(_on_event)
+
+
+def pytest_sessionfinish(session, exitstatus):
+    # the controller (or a run without workers) ends last: the run's cache goes with it
+    if not hasattr(session.config, "workerinput"):
+        shutil.rmtree(COMPILE_CACHE, ignore_errors=True)
 
 
 class Counts:
