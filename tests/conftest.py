@@ -34,11 +34,12 @@ jax.config.update("jax_num_cpu_devices", 8)
 # the same program again. JAX keys an entry by the program's text, the compile options (the XLA flags
 # above among them), the backend and the devices, so a hit is the executable a compile would have given,
 # with the same HLO, memory and cost analyses. What took under a tenth of a second to compile is not kept:
-# writing it costs about what it saves. The directory is the run's own (the workers share pytest-xdist's
-# run id) and is removed when the run ends: nothing carries from one run to the next. A hit counts as a
-# compile for the tests that count them (``Counts``): the process needed an executable it did not hold.
-_RUN = os.environ.get("PYTEST_XDIST_TESTRUNUID") or f"solo-{os.getpid()}"
-COMPILE_CACHE = os.path.join(tempfile.gettempdir(), f"namedarray-tests-{_RUN}")
+# writing it costs about what it saves. The directory is the run's own: the first process of the run (the
+# controller, or pytest alone) names it in the environment its workers inherit, and removes it when the
+# run ends, so nothing carries from one run to the next. A hit counts as a compile for the tests that
+# count them (``Counts``): the process needed an executable it did not hold.
+COMPILE_CACHE = os.environ.setdefault(
+    "NX_TESTS_COMPILE_CACHE", os.path.join(tempfile.gettempdir(), f"namedarray-tests-{os.getpid()}"))
 jax.config.update("jax_compilation_cache_dir", COMPILE_CACHE)
 jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.1)
 jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
