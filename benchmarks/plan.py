@@ -165,8 +165,9 @@ def ranking(quick: bool = False) -> str:
             ceiling = _tau([r.time_s for r in measured], [again.row(r.rules).time_s for r in measured])
             fastest_again = min(again.row(r.rules).time_s for r in measured)
             rows.append([title, str(shape), f"{len(plan)}, {planning_s:.0f} s", f"{tau:.2f}",
-                         f"`{plan.best}`", f"{timed.row(plan.best).time_s / fastest:.2f}", f"`{checked.best}`",
-                         f"{again.row(checked.best).time_s / fastest_again:.2f}", f"`{timed.best}`",
+                         f"`{plan.best}`", f"{timed.row(plan.best).time_s / fastest:.2f}",
+                         f"`{checked.best}`", f"{again.row(checked.best).time_s / fastest_again:.2f}",
+                         f"`{timed.best}`",
                          f"{ceiling:.2f}", f"{os.getloadavg()[0]:.1f}"])
             print(rows[-1], file=sys.stderr, flush=True)
             model = plan.cost_model
