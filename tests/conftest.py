@@ -42,7 +42,6 @@ COMPILE_CACHE = os.environ.setdefault(
     "NX_TESTS_COMPILE_CACHE", os.path.join(tempfile.gettempdir(), f"namedarray-tests-{os.getpid()}"))
 jax.config.update("jax_compilation_cache_dir", COMPILE_CACHE)
 jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.1)
-jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
 
 import hypothesis  # noqa: E402
 import numpy as np  # noqa: E402
