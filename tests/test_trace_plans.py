@@ -199,7 +199,7 @@ def test_traced_reductions_by_name_match_numpy_on_every_trace(data):
                                            rtol=1e-5, atol=1e-6)
 
 
-@settings(max_examples=20, deadline=None)
+@settings(max_examples=30, deadline=None)
 @given(data=st.data())
 def test_traced_softmax_by_name_matches_numpy_on_every_trace(data):
     """softmax and log_softmax over a name, traced twice in each storage order (the second time from the
