@@ -187,7 +187,7 @@ def _planned(fn: Callable, operands: tuple, where: str, kwargs: tuple, key: tupl
 
 def _elementwise_impl(static, *operands):
     fn, where, kwargs = static
-    broadcasts = type(fn) is jnp.ufunc or fn in _BROADCASTING
+    broadcasts = _broadcasts(fn)
     key = _layout_key(operands, _env.current(), broadcasts)
     out = _planned(fn, operands, where, kwargs, key)
     if out is not None:
@@ -249,6 +249,11 @@ def _elementwise_impl(static, *operands):
 # a and b, not an rtol array), and those get every operand at full rank.
 _BROADCASTING = frozenset({jnp.greater, jnp.greater_equal, jnp.less, jnp.less_equal, jnp.equal, jnp.not_equal,
                            jnp.where})
+
+
+def _broadcasts(fn: Callable) -> bool:
+    """Whether ``fn`` may be left to add a missing leading axis itself (part of an alignment's plan key)."""
+    return type(fn) is jnp.ufunc or fn in _BROADCASTING
 
 
 def _apply(fn: Callable, kwargs: tuple, datas: list, names: tuple[str, ...], operands: tuple, where: str):
@@ -387,8 +392,8 @@ def elementwise(fn: Callable, operands: tuple, where: str, kwargs: tuple = (),
                     # operator and activation, without run's frames in between)
                     env = _env.current()
                     if not env.resources:  # (there run's traced path checks every result)
-                        key_ = _layout_key(operands, env, type(fn) is jnp.ufunc or fn in _BROADCASTING)
-                        out = _planned(fn, operands, where, kwargs if static is None else static[2], key_)
+                        plan_key = _layout_key(operands, env, _broadcasts(fn))
+                        out = _planned(fn, operands, where, kwargs if static is None else static[2], plan_key)
                         if out is not None:
                             return out
                 return run(_elementwise_impl, (fn, where, kwargs) if static is None else static, operands,
